@@ -1,0 +1,127 @@
+"""Shared fixtures: run the checker the way an agent does and validate its JSON."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKER = ROOT / "scripts" / "check_sampling_backends.py"
+SCHEMA_FILE = ROOT / "scripts" / "check_sampling_backends.schema.json"
+
+
+class CheckerRun:
+    def __init__(self, returncode, stdout, stderr, seconds):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.seconds = seconds
+        self.json = None
+
+    def ids(self):
+        return [f["id"] for f in self.json["findings"]]
+
+    def findings(self, finding_id):
+        return [f for f in self.json["findings"] if f["id"] == finding_id]
+
+    def only(self, finding_id):
+        found = self.findings(finding_id)
+        assert len(found) == 1, (finding_id, self.ids())
+        return found[0]
+
+
+@pytest.fixture(scope="session")
+def output_schema():
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+def validate(document, schema):
+    import jsonschema
+    jsonschema.validate(document, schema)
+    # The contract also fixes the order of the top-level keys.
+    assert list(document) == schema["required"]
+
+
+def clean_env(extra=None, drop=()):
+    """The test's environment without launcher variables that would change findings."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "TORCHELASTIC_"))
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                         "MASTER_PORT", "NODE_RANK", "GROUP_RANK", "PYTHONPATH") and k not in drop}
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def run_checker(output_schema):
+    """run_checker(*args, env=..., python=..., timeout=...) -> CheckerRun with .json validated."""
+    def run(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None):
+        command = [python or sys.executable, str(CHECKER)] + [str(a) for a in args]
+        started = time.time()
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                   env=env if env is not None else clean_env(), cwd=cwd,
+                                   stdin=subprocess.DEVNULL)
+        result = CheckerRun(completed.returncode, completed.stdout, completed.stderr, time.time() - started)
+        if expect_json:
+            # Exactly one JSON document on stdout, nothing before or after it.
+            result.json = json.loads(completed.stdout)
+            if "schema_version" in result.json:
+                validate(result.json, output_schema)
+                assert result.json["exit_code"] == completed.returncode
+        return result
+    return run
+
+
+def sampling_backend_present():
+    """True when PyG in this interpreter can sample neighbours (pyg-lib or torch-sparse)."""
+    code = ("import torch_geometric.typing as T, sys; "
+            "sys.exit(0 if (T.WITH_PYG_LIB or T.WITH_TORCH_SPARSE) else 1)")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def neighbor_backend():
+    """Tests of the real happy path. CI installs torch-sparse, so there a missing backend fails."""
+    if not sampling_backend_present():
+        message = ("neighbor-sampling-unavailable: no pyg-lib or torch-sparse in this interpreter "
+                   "(see README: building torch-sparse from source)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def make_linked_venv(target, exclude=()):
+    """A real venv whose site-packages links to this one's entries, minus `exclude` prefixes.
+
+    This gives the probed interpreter the very torch (and PyG) CI installed,
+    with chosen packages truly absent, in a second and no more.
+    """
+    import sysconfig
+    base_python = getattr(sys, "_base_executable", None) or sys.executable
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(target)], check=True)
+    source = Path(sysconfig.get_paths()["purelib"])
+    version = "python%d.%d" % sys.version_info[:2]
+    destination = Path(target) / "lib" / version / "site-packages"
+    for entry in source.iterdir():
+        name = entry.name.lower().replace("-", "_")
+        if any(name.startswith(prefix) for prefix in exclude) or entry.name.startswith("_distutils_hack"):
+            continue
+        if entry.name.endswith(".pth"):
+            continue
+        (destination / entry.name).symlink_to(entry)
+    return Path(target) / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def venv_factory(tmp_path_factory):
+    made = {}
+
+    def make(name, exclude=()):
+        if name not in made:
+            made[name] = make_linked_venv(tmp_path_factory.mktemp(name) / "venv", exclude)
+        return made[name]
+    return make

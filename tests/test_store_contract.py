@@ -1,0 +1,279 @@
+"""scripts/check_store_contract.py, run the way an agent runs it.
+
+Every case is a subprocess on the real torch and PyG, judged by its exit code
+and the finding ids in its JSON. The store pairs live in tests/_store_fixtures.py:
+PyG's own LocalFeatureStore/LocalGraphStore as the reference, and pairs broken
+on purpose. The slow part is interpreter start-up (torch + PyG), so all cases
+start together in one module fixture and the tests read their results.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
+FIXTURES = "tests/_store_fixtures.py"
+BACKEND_PROBE = ("import torch_geometric.typing as t; "
+                 "print('pyg-lib' if t.WITH_PYG_LIB else 'torch-sparse' if t.WITH_TORCH_SPARSE else '')")
+
+
+def ref(name):
+    return "%s:%s" % (FIXTURES, name)
+
+
+# case -> checker arguments; a case named in WRITE_MARKED records store writes to a marker file.
+CASES = {
+    "reference_default": ["--feature-store", ref("guarded_feature_store"), "--graph-store", ref("guarded_graph_store")],
+    "reference_hetero": [ref("guarded_hetero"), "--write-check"],
+    "reference_no_backend": [ref("reference_homo")],
+    "wrong_dtype": [ref("wrong_dtype")],
+    "lists_not_tensors": [ref("lists_not_tensors")],
+    "mismatched_rows": [ref("mismatched_rows")],
+    "unsorted_edges": [ref("unsorted_edges")],
+    "missing_attrs": [ref("missing_attrs")],
+    "hanging": [ref("hanging"), "--timeout", "1"],
+    "not_a_store": [ref("not_a_store")],
+    "sticky_writes": [ref("sticky_writes"), "--write-check"],
+    "broken_factory": [ref("broken_factory")],
+    "subtle": [ref("subtle")],
+}
+WRITE_MARKED = ("reference_default", "reference_hetero")
+
+
+class Run:
+    def __init__(self, args, process, elapsed):
+        self.args, self.returncode, self.stderr, self.elapsed = args, process.returncode, process.stderr, elapsed
+        self.stdout = process.stdout
+        self.document = json.loads(process.stdout) if process.stdout.strip() else None
+
+    @property
+    def ids(self):
+        return [f["id"] for f in self.document["findings"]]
+
+    def finding(self, finding_id):
+        matches = [f for f in self.document["findings"] if f["id"] == finding_id]
+        assert matches, "no %s in %s\nstderr: %s" % (finding_id, self.ids, self.stderr[-2000:])
+        return matches[0]
+
+
+def run_checker(args, env=None, timeout=180):
+    started = time.time()
+    process = subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True,
+                             env=env, timeout=timeout)
+    return Run(args, process, time.time() - started)
+
+
+@pytest.fixture(scope="module")
+def env_without_backend(tmp_path_factory):
+    """An environment where torch-sparse fails to import and pyg-lib is absent."""
+    shadow = tmp_path_factory.mktemp("no_backend")
+    for module in ("torch_sparse", "pyg_lib"):
+        (shadow / module).mkdir()
+        (shadow / module / "__init__.py").write_text("raise ImportError('%s blocked for this test')\n" % module)
+    return dict(os.environ, PYTHONPATH=str(shadow))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, env_without_backend):
+    markers = tmp_path_factory.mktemp("write_markers")
+    jobs = {}
+    for name, args in CASES.items():
+        env = dict(os.environ, STORE_WRITE_MARKER=str(markers / name)) if name in WRITE_MARKED else None
+        if name == "reference_no_backend":
+            env = env_without_backend
+        jobs[name] = (args, env)
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        backend = pool.submit(subprocess.run, [sys.executable, "-c", BACKEND_PROBE], capture_output=True, text=True)
+        futures = {name: pool.submit(run_checker, args, env) for name, (args, env) in jobs.items()}
+        results = {name: future.result() for name, future in futures.items()}
+    results["backend"] = backend.result().stdout.strip()
+    results["markers"] = markers
+    return results
+
+
+def needs_backend(runs):
+    if not runs["backend"]:
+        pytest.skip("no neighbour-sampling backend here (check_sampling_backends.py reports "
+                    "neighbor-sampling-unavailable)")
+
+
+# Command line ------------------------------------------------------------------
+
+def test_help_documents_flags_exit_codes_and_read_only():
+    process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=30)
+    assert process.returncode == 0
+    for text in ("--feature-store", "--graph-store", "--write-check", "--timeout", "--pretty", "--list-findings",
+                 "exit codes:", "  0 ", "  1 ", "  2 ", "  3 ", "Read-only", "examples:"):
+        assert text in process.stdout
+
+
+def test_list_findings_names_every_id_with_its_docs_anchor(runs):
+    process = subprocess.run([sys.executable, SCRIPT, "--list-findings"], capture_output=True, text=True,
+                             timeout=30)
+    assert process.returncode == 0
+    listed = {entry["id"]: entry for entry in json.loads(process.stdout)}
+    for finding_id, entry in listed.items():
+        assert finding_id.startswith("store-")
+        assert entry["docs"] == "references/troubleshooting.md#" + finding_id
+        assert entry["severity"] in ("error", "warning", "info")
+    emitted = {f for name, run in runs.items() if isinstance(run, Run) for f in run.ids}
+    assert emitted <= set(listed), emitted - set(listed)
+
+
+@pytest.mark.parametrize("args", [
+    ["--timeout", "abc", ref("reference_homo")],
+    ["--timeout", "0", ref("reference_homo")],
+    ["no_colon_here"],
+    ["missing_file.py:make"],
+    [],
+    [ref("reference_homo"), "--feature-store", ref("reference_feature_store")],
+    ["--feature-store", ref("reference_feature_store")],
+    ["--no-such-flag"],
+])
+def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
+    process = subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert process.returncode == 2
+    assert process.stdout == ""
+    assert len(process.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in process.stderr
+
+
+def test_every_run_prints_one_json_document_with_the_common_keys(runs):
+    for name in CASES:
+        run = runs[name]
+        assert run.document is not None, (name, run.stderr[-2000:])
+        assert list(run.document)[:5] == ["schema_version", "ok", "status", "exit_code", "findings"]
+        assert run.document["exit_code"] == run.returncode
+        assert run.document["ok"] == (run.returncode == 0)
+
+
+# Reference implementation -------------------------------------------------------
+
+def test_pyg_local_stores_from_data_pass(runs):
+    run = runs["reference_default"]
+    assert run.returncode == 0, run.document["findings"]
+    assert not [f for f in run.document["findings"] if f["severity"] in ("error", "warning")]
+    assert [t["attr"] for t in run.document["tensors"]] == ["x", "y"]
+    assert all(t["indexed"]["get_tensor"]["matches"] for t in run.document["tensors"])
+
+
+def test_pyg_local_stores_from_hetero_data_pass(runs):
+    run = runs["reference_hetero"]
+    assert run.returncode == 0, run.document["findings"]
+    assert not [f for f in run.document["findings"] if f["severity"] in ("error", "warning")]
+    assert {json.dumps(e["edge_type"]) for e in run.document["edges"]} == {
+        json.dumps(["author", "writes", "paper"]), json.dumps(["paper", "rev_writes", "author"])}
+
+
+@pytest.mark.parametrize("case", ["reference_default", "reference_hetero"])
+def test_reference_sampling_batch_has_the_right_shapes(runs, case):
+    needs_backend(runs)
+    sampling = runs[case].document["sampling"]
+    assert sampling["status"] == "ok", sampling
+    assert sampling["backend"] == runs["backend"]
+    assert sampling["problems"] == []
+    node_counts = [n["num_nodes"] for n in sampling["batch"].values() if "num_nodes" in n]
+    assert node_counts and min(node_counts) >= 1
+
+
+def test_missing_backend_gives_a_warning_naming_the_main_checker(runs):
+    run = runs["reference_no_backend"]
+    assert run.returncode == 0
+    found = run.finding("store-sampling-unavailable")
+    assert found["severity"] == "warning"
+    assert found["evidence"]["main_checker_finding"] == "neighbor-sampling-unavailable"
+    assert "check_sampling_backends.py --require-neighbor-backend" in found["fix"]
+    assert run.document["sampling"]["status"] == "unavailable"
+
+
+# Writes only on request ---------------------------------------------------------
+
+def test_default_run_never_writes(runs):
+    run = runs["reference_default"]
+    assert run.document["write_check"] == {"performed": False}
+    assert not (runs["markers"] / "reference_default").exists()
+
+
+def test_write_check_round_trips_and_leaves_the_store_as_found(runs):
+    run = runs["reference_hetero"]
+    assert run.returncode == 0, run.document["findings"]
+    write = run.document["write_check"]
+    assert write["performed"] is True
+    for store in ("feature_store", "graph_store"):
+        assert all(step["ok"] for step in write[store]["steps"]), write[store]
+        assert write[store]["cleanup"]["ok"] is True
+    # The recording store proves the writes really happened (and only here).
+    recorded = (runs["markers"] / "reference_hetero").read_text().split()
+    assert {"put_tensor", "remove_tensor", "put_edge_index", "remove_edge_index"} <= set(recorded)
+
+
+def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
+    run = runs["sticky_writes"]
+    assert run.returncode == 1
+    failed = [s["step"] for s in run.finding("store-write-roundtrip-failed")["evidence"]["failed_steps"]]
+    assert "get after remove is None" in failed
+    assert run.finding("store-write-cleanup-failed")["evidence"]["store"] == "feature_store"
+
+
+# Stores broken on purpose ---------------------------------------------------------
+
+@pytest.mark.parametrize("case, finding_id, evidence", [
+    ("wrong_dtype", "store-dtype-inconsistent", {"attr": "x", "dtype": "float64", "expected_dtype": "float32"}),
+    ("lists_not_tensors", "store-tensor-not-tensor", {"attr": "x"}),
+    ("mismatched_rows", "store-row-count-mismatch", {"rows_by_attr": {"x": 12, "y": 11}}),
+    ("unsorted_edges", "store-edge-pointer-invalid", {"edge_type": ["author", "writes", "paper"], "layout": "csc"}),
+    ("unsorted_edges", "store-edge-sorted-claim-false", {"edge_type": ["paper", "rev_writes", "author"]}),
+    ("unsorted_edges", "store-edge-index-dtype", {"edge_type": ["paper", "cites", "paper"]}),
+    ("missing_attrs", "store-listed-attr-missing", {"attr": "train_mask"}),
+    ("not_a_store", "store-wrong-base-class", {"store": "feature_store", "class": "dict"}),
+    ("unsorted_edges", "store-edge-type-unknown-node-type", {"unknown_node_types": ["venue"]}),
+    ("broken_factory", "store-factory-failed", {}),
+    ("subtle", "store-indexed-read-wrong", {"attr": "x", "index": [11, 0, 6]}),
+    ("subtle", "store-tensor-size-mismatch", {"attr": "y", "get_tensor_size": [13], "tensor_shape": [12]}),
+    ("subtle", "store-missing-key-behaviour", {"call": "get_tensor(<missing attr>)"}),
+    ("subtle", "store-graph-meta-invalid", {"meta_type": "NoneType"}),
+])
+def test_broken_store_gives_expected_finding(runs, case, finding_id, evidence):
+    run = runs[case]
+    assert run.returncode == 1 and run.document["ok"] is False
+    matches = [f for f in run.document["findings"] if f["id"] == finding_id
+               and all(f["evidence"].get(key) == value for key, value in evidence.items())]
+    assert matches, "%s not found with %s in %s" % (finding_id, evidence, run.document["findings"])
+    assert matches[0]["severity"] == "error"
+    assert matches[0]["fix"]
+
+
+def test_lists_and_arrays_are_both_rejected(runs):
+    returned = {f["evidence"]["attr"]: f["evidence"]["returned"]["type"]
+                for f in runs["lists_not_tensors"].document["findings"] if f["id"] == "store-tensor-not-tensor"}
+    assert returned == {"x": "list", "y": "numpy.ndarray"}
+
+
+def test_factory_error_is_reported_with_its_message(runs):
+    evidence = runs["broken_factory"].finding("store-factory-failed")["evidence"]
+    assert "ConnectionError: cannot reach feature service" in evidence["error"]
+
+
+def test_hanging_store_gives_a_timeout_finding_and_exits_promptly(runs):
+    run = runs["hanging"]
+    assert run.returncode == 1
+    evidence = run.finding("store-call-timeout")["evidence"]
+    assert evidence["call"] == "feature_store.get_all_tensor_attrs()"
+    assert evidence["timeout_s"] == 1.0
+    assert run.elapsed < 45  # interpreter start-up plus the 1 s bound, not the store's hour
+
+
+@pytest.mark.parametrize("case, error_fragment", [
+    ("mismatched_rows", "IndexError"),
+    ("subtle", "'NoneType' object has no attribute 'get'"),
+])
+def test_real_loader_batch_fails_where_the_contract_is_broken(runs, case, error_fragment):
+    needs_backend(runs)
+    found = runs[case].finding("store-sampling-failed")
+    assert error_fragment in found["evidence"]["error"]
