@@ -50,7 +50,7 @@ SPEC_FIELDS = {"name", "description", "license", "compatibility", "metadata", "a
 # Claude Code extension the design asks for; the reference validator rejects it (README says so).
 CLAUDE_CODE_FIELDS = {"disable-model-invocation"}
 
-SUBPROCESS_TIMEOUT = 90
+SUBPROCESS_TIMEOUT = 240
 NEEDS_BACKEND = "needs-neighbor-backend"
 
 
