@@ -870,9 +870,11 @@ def load_problem_findings(facts, options):
 def edge_feats_fix(root):
     """Rewrite edge_feats.pt as a plain dict, which weights_only loading accepts (tested)."""
     pattern = os.path.join(root, "part_*", "edge_feats.pt")
-    return ("cp -a %s %s.bak && python -c \"import glob, torch; [torch.save(dict(torch.load(p, "
+    # The interpreter running this checker has the torch that must load the files.
+    return ("cp -a %s %s.bak && %s -c \"import glob, torch; [torch.save(dict(torch.load(p, "
             "weights_only=False)), p) for p in glob.glob('%s')]\"  # only for a folder you wrote yourself"
-            % (quote(root.rstrip(os.sep)), quote(root.rstrip(os.sep)), pattern.replace("'", "\\'")))
+            % (quote(root.rstrip(os.sep)), quote(root.rstrip(os.sep)), quote(sys.executable),
+               pattern.replace("'", "\\'")))
 
 
 def quote(text):

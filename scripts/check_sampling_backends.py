@@ -112,6 +112,13 @@ WHEEL_VARIANTS = {
 }
 WHEEL_PLATFORMS = ("linux-x86_64", "linux-aarch64", "win32-amd64", "darwin-arm64", "darwin-x86_64")
 SOURCE_BUILD_MINUTES = "about 7 min for torch-scatter and 16 min for torch-sparse on 2 cores"
+# What to build from PyPI's sources in place of each extension's wheel.
+# pyg-lib has no sdist on PyPI; torch-sparse gives PyG the same neighbour sampling.
+SOURCE_BUILD_PACKAGES = {
+    "pyg_lib": "torch-scatter torch-sparse", "torch_scatter": "torch-scatter",
+    "torch_sparse": "torch-scatter torch-sparse", "torch_cluster": "torch-cluster",
+    "torch_spline_conv": "torch-spline-conv",
+}
 
 # Every finding the checker can emit: id -> (default severity, title).
 # Each id has a section in references/troubleshooting.md whose anchor is the id.
@@ -950,7 +957,7 @@ def run_child_step(step, results):
     if step.startswith("smoke:"):
         return smoke_backend(step[6:])
     if step == "features":
-        return probe_features({k[4:]: v for k, v in results.items() if k.startswith("ext:")})
+        return probe_features({k[4:]: v.get("data") or {} for k, v in results.items() if k.startswith("ext:")})
     raise ValueError("unknown step %s" % step)
 
 
@@ -1009,7 +1016,7 @@ def child_main(config_text):
 # and run again without it, until every step has an answer or time runs out.
 # ---------------------------------------------------------------------------
 
-def child_environment(python_is_self):
+def child_environment():
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ written anywhere
     env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # CUDA availability from NVML, no context
@@ -1048,7 +1055,7 @@ def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
     command = [python, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(config)]
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=child_environment(python == sys.executable), start_new_session=True)
+        env=child_environment(), start_new_session=True)
     records = queue.Queue()
     stderr_chunks = []
 
@@ -1228,9 +1235,7 @@ def assemble_facts(static, probe, python, options):
         step = "ext:" + module
         data = step_data(results, step)
         entry = dict(data) if data else step_outcome(results, step)
-        if entry.get("status") == "crashed" or entry.get("status") == "hung":
-            entry["status"] = entry["status"]
-        elif entry.get("status") == "deadline":
+        if entry.get("status") == "deadline":
             entry["status"] = "hung"
             entry["deadline"] = True
         elif entry.get("status") == "error":  # the probe itself failed, not the import
@@ -1248,7 +1253,8 @@ def assemble_facts(static, probe, python, options):
             outcome = step_outcome(results, step)
             outcome["passed"] = False
             smoke[backend] = outcome
-    features = step_data(results, "features") or {}
+    # A failed features step must show, not read as "nothing available".
+    features = step_data(results, "features") or (step_outcome(results, "features") if probe else {})
     facts["sampling"] = {
         "neighbor_backend": (pyg or {}).get("neighbor_backend"),
         "smoke": smoke,
@@ -1369,12 +1375,34 @@ def pip_fix(facts, packages, reinstall=False):
             install["source_build_command"], "; ".join(install["no_wheel_reasons"]), SOURCE_BUILD_MINUTES)
     flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
     return "%s -m pip install %s--only-binary=:all: %s -f %s" % (
-        quote(facts["probe"]["interpreter"] if facts.get("probe") else sys.executable),
+        interpreter(facts),
         flags, " ".join(packages), install["index_url"])
 
 
 def interpreter(facts):
-    return quote((facts.get("probe") or {}).get("interpreter") or sys.executable)
+    return quote(interpreter_path(facts))
+
+
+def interpreter_path(facts):
+    """The probed interpreter (--python), also in static-only runs."""
+    return ((facts.get("probe") or {}).get("interpreter") or (facts.get("python") or {}).get("executable")
+            or sys.executable)
+
+
+# Step outcomes that mean the import itself failed. "deadline" and "not-run"
+# mean the probe ran out of time first; probe-deadline reports those.
+FAILED_STEP_STATUSES = ("error", "crashed", "hung")
+
+
+def torch_reinstall_command(facts):
+    """Reinstall the same torch build: a local tag (+cpu, +cu126) names PyTorch's own index."""
+    build = facts["torch_build"]
+    version = (build.get("version") or "").split("+")[0]
+    command = "%s -m pip install --force-reinstall torch==%s" % (interpreter(facts), version)
+    variant = build.get("variant")
+    if "+" in (build.get("version") or "") and variant and variant != "rocm":
+        command += " --index-url https://download.pytorch.org/whl/%s" % variant
+    return command
 
 
 def rule_torch_and_pyg_presence(facts, options):
@@ -1383,19 +1411,17 @@ def rule_torch_and_pyg_presence(facts, options):
     torch = facts["torch"]
     if not facts["torch_build"].get("found"):
         found.append(finding("torch-not-installed", {
-            "interpreter": (facts.get("probe") or {}).get("interpreter") or sys.executable,
+            "interpreter": interpreter_path(facts),
             "python": facts["python"]["version"]},
             fix="%s -m pip install torch torch_geometric" % interpreter(facts)))
         return found
-    if torch.get("status") not in ("ok", "not-probed", "not-run"):
-        found.append(finding("torch-import-failed", {"outcome": torch},
-                             fix="%s -m pip install --force-reinstall torch==%s" % (
-                                 interpreter(facts), facts["torch_build"].get("version", "").split("+")[0])))
+    if torch.get("status") in FAILED_STEP_STATUSES:
+        found.append(finding("torch-import-failed", {"outcome": torch}, fix=torch_reinstall_command(facts)))
     pyg_installed = packages["torch-geometric"]["installed"] or packages["pyg-nightly"]["installed"]
     if not pyg_installed and not facts["pyg_source"].get("found"):
         found.append(finding("pyg-not-installed", {"interpreter": interpreter(facts)},
                              fix="%s -m pip install torch_geometric" % interpreter(facts)))
-    elif facts["pyg"].get("status") not in ("ok", "not-run", None) and torch.get("status") == "ok":
+    elif facts["pyg"].get("status") in FAILED_STEP_STATUSES and torch.get("status") == "ok":
         found.append(finding("pyg-import-failed", {"outcome": facts["pyg"]},
                              fix="%s -m pip install --force-reinstall --no-deps torch_geometric" % interpreter(facts)))
     return found
@@ -1420,10 +1446,8 @@ def rule_probe_deadline(facts, options):
     if probe is None or probe["complete"]:
         return []
     unfinished = [a for a in probe["attempts"] if a["killed_for"] == "deadline"]
-    if not unfinished and probe["attempts"] and not probe["culprits"]:
-        return []
     if not unfinished:
-        return []
+        return []  # incomplete because of a crash or hang, which their own findings name
     return [finding("probe-deadline", {
         "timeout_s": options.timeout, "step_running": unfinished[-1]["culprit"],
         "attempts": len(probe["attempts"])},
@@ -1461,6 +1485,21 @@ def classify_import_error(module, error):
     return "ext-import-error", messages[0], None
 
 
+def failing_library_owner(module, error):
+    """Another extension whose library file the error names, or None.
+
+    torch-sparse's typing.py runs `import pyg_lib` catching only ImportError,
+    so a pyg-lib that fails to load (OSError) breaks `import torch_sparse`
+    too; the fix is then pyg-lib's, not torch-sparse's.
+    """
+    messages = [link["message"] for link in error.get("chain", [])] or [error.get("message", "")]
+    for message in messages:
+        for other, _ in EXTENSIONS:
+            if other != module and re.search(r"[/\\]%s[/\\][^\s:]*\.(so|dylib|pyd|dll)\b" % other, message):
+                return other
+    return None
+
+
 def rule_extension_imports(facts, options):
     found = []
     for module, entry in facts["extensions"].items():
@@ -1472,16 +1511,22 @@ def rule_extension_imports(facts, options):
             evidence = {"module": module, "distribution": dist,
                         "version": facts["distributions"]["packages"][dist]["version"],
                         "error": entry["error"], "matched": message}
+            owner = failing_library_owner(module, entry["error"])
+            if owner is not None:
+                # Blame the library that failed; fixing it fixes this import too.
+                evidence["caused_by"] = owner
+                package = PIP_NAME[owner]
             if finding_id == "ext-missing-dependency":
                 evidence["missing"] = dependency
                 fix = pip_fix(facts, [PIP_NAME.get(dependency, dependency)])
             elif finding_id == "ext-glibc-too-old":
                 fix = ("run on an OS image with a newer glibc/libstdc++ (see the version named in the error), "
-                       "or build from source: %s" % facts["install"].get("source_build_command"))
+                       "or build it here from source (%s): %s -m pip install --no-build-isolation %s"
+                       % (SOURCE_BUILD_MINUTES, interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module]))
             else:
                 fix = pip_fix(facts, [package], reinstall=True)
             found.append(finding(finding_id, evidence, fix=fix))
-        elif status in ("crashed", "hung"):
+        elif status in ("crashed", "hung") and not entry.get("deadline"):
             finding_id = "ext-import-crashed" if status == "crashed" else "ext-import-hung"
             evidence = {"module": module, "distribution": dist,
                         "version": facts["distributions"]["packages"][dist]["version"],
@@ -1612,8 +1657,8 @@ def rule_neighbor_sampling(facts, options):
     found = []
     for backend, result in smoke.items():
         module = "pyg_lib" if backend == "pyg-lib" else "torch_sparse"
-        if facts["extensions"][module].get("status") != "ok":
-            continue
+        if facts["extensions"][module].get("status") != "ok" or result.get("status") in ("not-run", "deadline"):
+            continue  # never sampled: the probe ran out of time first (probe-deadline says so)
         if not result.get("passed"):
             evidence = {"backend": backend, "result": result}
             finding_id = "neighbor-smoke-failed"

@@ -56,23 +56,29 @@ def clean_env(extra=None, drop=()):
     return env
 
 
+def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None, schema=None,
+                   preexec_fn=None):
+    """Run the checker as an agent does; -> CheckerRun whose .json is validated against the schema."""
+    command = [str(python or sys.executable), str(CHECKER)] + [str(a) for a in args]
+    started = time.time()
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                               env=env if env is not None else clean_env(), cwd=cwd,
+                               stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+    result = CheckerRun(completed.returncode, completed.stdout, completed.stderr, time.time() - started)
+    if expect_json:
+        # Exactly one JSON document on stdout, nothing before or after it.
+        result.json = json.loads(completed.stdout)
+        if "schema_version" in result.json:
+            validate(result.json, schema or json.loads(SCHEMA_FILE.read_text()))
+            assert result.json["exit_code"] == completed.returncode
+    return result
+
+
 @pytest.fixture
 def run_checker(output_schema):
     """run_checker(*args, env=..., python=..., timeout=...) -> CheckerRun with .json validated."""
-    def run(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None):
-        command = [python or sys.executable, str(CHECKER)] + [str(a) for a in args]
-        started = time.time()
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                                   env=env if env is not None else clean_env(), cwd=cwd,
-                                   stdin=subprocess.DEVNULL)
-        result = CheckerRun(completed.returncode, completed.stdout, completed.stderr, time.time() - started)
-        if expect_json:
-            # Exactly one JSON document on stdout, nothing before or after it.
-            result.json = json.loads(completed.stdout)
-            if "schema_version" in result.json:
-                validate(result.json, output_schema)
-                assert result.json["exit_code"] == completed.returncode
-        return result
+    def run(*args, **options):
+        return invoke_checker(*args, schema=output_schema, **options)
     return run
 
 

@@ -308,6 +308,29 @@ def fake_operator_missing(root, module="pyg_lib"):
                                  files={"ops/__init__.py": "", "sampler/__init__.py": sampler})
 
 
+def fake_wrong_sampler(root, module="pyg_lib"):
+    """Imports fine and samples, but wrongly (finding neighbor-smoke-failed).
+
+    Pure Python: ``<module>.sampler.neighbor_sample`` returns one self-loop per
+    seed, an edge the graph does not have, the way a miscompiled or
+    ABI-mismatched kernel returns garbage instead of raising. ``ops`` exists,
+    so PyG's typing.py sets WITH_PYG_LIB and picks it as the backend.
+    """
+    sampler = textwrap.dedent("""\
+        import torch
+
+
+        def neighbor_sample(rowptr, col, seed, num_neighbors, node_time=None,
+                            edge_time=None, seed_time=None, edge_weight=None,
+                            csc=False, replace=False, directed=True, disjoint=False,
+                            temporal_strategy='uniform', return_edge_id=True):
+            index = torch.arange(seed.numel())
+            return index, index, seed.clone(), None, [seed.numel()], [seed.numel()]
+        """)
+    source = HEADER.format(module=module, what="samples wrong edges") + "from . import ops, sampler  # noqa: F401\n"
+    return make_package(root, module, source, files={"ops/__init__.py": "", "sampler/__init__.py": sampler})
+
+
 def fake_segfault(root, module):
     """Import killed by SIGSEGV (F11): ``ctypes.string_at(0)`` reads address 0.
 
@@ -400,10 +423,10 @@ def _package_files(root, top_level):
 
 
 def fake_distribution(root, name, version, wheel_tag="cp311-cp311-linux_x86_64",
-                      installer="pip", top_level=None, record=True, requires=()):
+                      installer="pip", top_level=None, record=True, requires=(), requires_python=None):
     """Write ``root/<name>-<version>.dist-info`` as an installer would.
 
-    METADATA (Name, Version, Requires-Dist), WHEEL (one ``Tag:`` line per tag;
+    METADATA (Name, Version, Requires-Python, Requires-Dist), WHEEL (one ``Tag:`` line per tag;
     omitted when ``wheel_tag`` is None), INSTALLER, top_level.txt and a RECORD
     with sha256 hashes of the dist-info files and of the package files already
     under ``root``. ``importlib.metadata`` then reports e.g. pyg_lib
@@ -416,6 +439,7 @@ def fake_distribution(root, name, version, wheel_tag="cp311-cp311-linux_x86_64",
     os.makedirs(dist_info, exist_ok=True)
     contents = {
         "METADATA": "Metadata-Version: 2.1\n" f"Name: {name}\n" f"Version: {version}\n"
+                    + (f"Requires-Python: {requires_python}\n" if requires_python else "")
                     + "".join(f"Requires-Dist: {r}\n" for r in requires),
         "top_level.txt": "".join(m + "\n" for m in top_level),
     }
