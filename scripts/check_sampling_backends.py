@@ -1467,9 +1467,14 @@ IMPORT_FAILURE_PATTERNS = (
 )
 
 
+def chain_messages(error):
+    """Every message of a described exception chain (see describe_exception), outermost first."""
+    return [link["message"] for link in error.get("chain", [])] or [error.get("message", "")]
+
+
 def classify_import_error(module, error):
     """Map an exception chain to a finding id by its most specific message."""
-    messages = [link["message"] for link in error.get("chain", [])] or [error.get("message", "")]
+    messages = chain_messages(error)
     for finding_id, pattern in IMPORT_FAILURE_PATTERNS:
         for message in messages:
             match = pattern.search(message)
@@ -1492,8 +1497,7 @@ def failing_library_owner(module, error):
     so a pyg-lib that fails to load (OSError) breaks `import torch_sparse`
     too; the fix is then pyg-lib's, not torch-sparse's.
     """
-    messages = [link["message"] for link in error.get("chain", [])] or [error.get("message", "")]
-    for message in messages:
+    for message in chain_messages(error):
         for other, _ in EXTENSIONS:
             if other != module and re.search(r"[/\\]%s[/\\][^\s:]*\.(so|dylib|pyd|dll)\b" % other, message):
                 return other

@@ -1,5 +1,6 @@
 """Shared fixtures: run the checker the way an agent does and validate its JSON."""
 
+import functools
 import json
 import os
 import subprocess
@@ -34,9 +35,14 @@ class CheckerRun:
         return found[0]
 
 
+@functools.lru_cache(maxsize=None)
+def load_schema():
+    return json.loads(SCHEMA_FILE.read_text())
+
+
 @pytest.fixture(scope="session")
 def output_schema():
-    return json.loads(SCHEMA_FILE.read_text())
+    return load_schema()
 
 
 def validate(document, schema):
@@ -56,8 +62,7 @@ def clean_env(extra=None, drop=()):
     return env
 
 
-def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None, schema=None,
-                   preexec_fn=None):
+def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None, preexec_fn=None):
     """Run the checker as an agent does; -> CheckerRun whose .json is validated against the schema."""
     command = [str(python or sys.executable), str(CHECKER)] + [str(a) for a in args]
     started = time.time()
@@ -69,17 +74,25 @@ def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, 
         # Exactly one JSON document on stdout, nothing before or after it.
         result.json = json.loads(completed.stdout)
         if "schema_version" in result.json:
-            validate(result.json, schema or json.loads(SCHEMA_FILE.read_text()))
+            validate(result.json, load_schema())
             assert result.json["exit_code"] == completed.returncode
     return result
 
 
 @pytest.fixture
-def run_checker(output_schema):
+def run_checker():
     """run_checker(*args, env=..., python=..., timeout=...) -> CheckerRun with .json validated."""
-    def run(*args, **options):
-        return invoke_checker(*args, schema=output_schema, **options)
-    return run
+    return invoke_checker
+
+
+def pyenv_python(minor, with_torch=False):
+    """A CPython `minor` ("3.12") under ~/.pyenv that has (or lacks) torch; skips when there is none."""
+    for candidate in sorted((Path.home() / ".pyenv" / "versions").glob("%s.*/bin/python" % minor)):
+        has_torch = subprocess.run([str(candidate), "-c", "import torch"], capture_output=True).returncode == 0
+        if has_torch == with_torch:
+            return candidate
+    pytest.skip("no CPython %s %s torch under ~/.pyenv (the guide promises 3.8 to 3.13 there)"
+                % (minor, "with" if with_torch else "without"))
 
 
 def sampling_backend_present():

@@ -4,11 +4,10 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, pyenv_python
 
 BENCHMARK = ROOT / "scripts" / "benchmark_checker.py"
 
@@ -42,10 +41,7 @@ def test_fewer_than_five_runs_is_a_usage_error():
 
 
 def test_a_floor_that_fails_is_reported_not_timed():
-    without_torch = next((p for p in sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))
-                          if subprocess.run([str(p), "-c", "import torch"], capture_output=True).returncode), None)
-    if without_torch is None:
-        pytest.skip("needs a CPython without torch under ~/.pyenv")
+    without_torch = pyenv_python("3.12")
     done = run_benchmark("--quick", "--only", "probe", "--python", str(without_torch))
     assert done.returncode == 3
     assert "import torch, torch_geometric" in done.stderr and "misbehaved" in done.stderr

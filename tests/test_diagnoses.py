@@ -13,6 +13,7 @@ the registered ids are exactly the ids the checker can emit.
 """
 
 import copy
+import functools
 import importlib.util
 import json
 import os
@@ -20,14 +21,12 @@ import platform
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import fakes
-from conftest import CHECKER, clean_env, invoke_checker
+from conftest import CHECKER, clean_env, invoke_checker, pyenv_python
 
-PYENV = Path.home() / ".pyenv" / "versions"
 PY_TAG = "cp%d%d" % sys.version_info[:2]
 LINUX_TAG = "%s-%s-linux_%s" % (PY_TAG, PY_TAG, platform.machine())
 TESTED = {}  # finding id -> names of the tests that assert it
@@ -81,6 +80,7 @@ def install_fix(package, torch_build, python=sys.executable):
                                                                 torch_build["index"])
 
 
+@functools.lru_cache(maxsize=None)
 def load_checker():
     """The checker as a module (stdlib only), to replay its rules on edited facts."""
     spec = importlib.util.spec_from_file_location("check_sampling_backends_replay", CHECKER)
@@ -150,14 +150,6 @@ def crash_and_hang(tmp_path_factory):
 # ---------------------------------------------------------------------------
 # torch, PyG, Python, the probe itself
 # ---------------------------------------------------------------------------
-
-def pyenv_python(minor, with_torch=False):
-    for candidate in sorted(PYENV.glob("%s.*/bin/python" % minor)):
-        has_torch = subprocess.run([str(candidate), "-c", "import torch"], capture_output=True).returncode == 0
-        if has_torch == with_torch:
-            return candidate
-    pytest.skip("no CPython %s under %s (the guide promises 3.8 to 3.13 there)" % (minor, PYENV))
-
 
 @diagnoses("torch-not-installed")
 def test_torch_not_installed():
@@ -724,11 +716,16 @@ def test_affinity_narrower_than_the_machine():
     assert found["evidence"]["logical_cores"] == os.cpu_count()
 
 
+def usable_cores():
+    """What the checker counts as allowed cores; it inherits this process's affinity."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 @diagnoses("cpu-threads-unset")
 def test_omp_num_threads_unset():
     result = static_run(None, drop=("OMP_NUM_THREADS",), extra={"LOCAL_WORLD_SIZE": "2"})
     found = result.only("cpu-threads-unset")
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    allowed = usable_cores()
     assert found["severity"] == "info"
     assert found["evidence"]["local_processes"] == 2
     assert found["fix"] == "export OMP_NUM_THREADS=%d" % max(1, allowed // 2)
@@ -736,7 +733,7 @@ def test_omp_num_threads_unset():
 
 @diagnoses("cpu-threads-invalid")
 def test_omp_num_threads_zero_or_not_a_number():
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    allowed = usable_cores()
     for value in ("0", "four"):
         found = static_run(None, extra={"OMP_NUM_THREADS": value}).only("cpu-threads-invalid")
         assert found["severity"] == "warning"
@@ -746,7 +743,7 @@ def test_omp_num_threads_zero_or_not_a_number():
 
 @diagnoses("cpu-threads-oversubscribed")
 def test_threads_times_processes_exceed_cores():
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    allowed = usable_cores()
     result = static_run(None, extra={"OMP_NUM_THREADS": str(allowed), "LOCAL_WORLD_SIZE": "2"})
     found = result.only("cpu-threads-oversubscribed")
     assert found["severity"] == "warning"
