@@ -3,6 +3,7 @@
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -144,3 +145,21 @@ def venv_factory(tmp_path_factory):
             made[name] = make_linked_venv(tmp_path_factory.mktemp(name) / "venv", exclude)
         return made[name]
     return make
+
+
+def diagnoses(*finding_ids):
+    """Marks a test as the one that asserts these main-checker finding ids (any test file)."""
+    def register(test):
+        test.diagnoses = finding_ids
+        return test
+    return register
+
+
+def diagnosis_test_ids():
+    """Every id named by a @diagnoses(...) decorator in tests/test_*.py, read from the source
+    so that running one file alone still sees the whole suite's coverage."""
+    ids = set()
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        for arguments in re.findall(r"^@diagnoses\(([^)]*)\)", path.read_text(), re.M):
+            ids.update(re.findall(r"[\"']([a-z0-9-]+)[\"']", arguments))
+    return ids

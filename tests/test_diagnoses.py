@@ -8,8 +8,9 @@ costs about 4 s). Facts this machine cannot produce (a visible GPU, several
 NUMA nodes, pyg-lib) are replayed: a real run's facts with that one fact
 changed, diagnosed by the checker's own rules.
 
-Every test is registered with @diagnoses(<id>), and the last test checks that
-the registered ids are exactly the ids the checker can emit.
+Every test is registered with @diagnoses(<id>) (from conftest; other test files
+use it too), and the last test checks that the ids registered anywhere under
+tests/ are exactly the ids the checker can emit.
 """
 
 import copy
@@ -25,19 +26,10 @@ import sys
 import pytest
 
 import fakes
-from conftest import CHECKER, clean_env, invoke_checker, pyenv_python
+from conftest import CHECKER, clean_env, diagnosis_test_ids, diagnoses, invoke_checker, pyenv_python
 
 PY_TAG = "cp%d%d" % sys.version_info[:2]
 LINUX_TAG = "%s-%s-linux_%s" % (PY_TAG, PY_TAG, platform.machine())
-TESTED = {}  # finding id -> names of the tests that assert it
-
-
-def diagnoses(*finding_ids):
-    def register(test):
-        for finding_id in finding_ids:
-            TESTED.setdefault(finding_id, []).append(test.__name__)
-        return test
-    return register
 
 
 # ---------------------------------------------------------------------------
@@ -807,4 +799,4 @@ def test_torch_without_distributed(real_full):
 def test_every_finding_id_has_a_diagnosis_test():
     listed = json.loads(subprocess.run([sys.executable, str(CHECKER), "--list-findings"], capture_output=True,
                                        text=True, check=True).stdout)
-    assert sorted(TESTED) == sorted(entry["id"] for entry in listed)
+    assert sorted(diagnosis_test_ids()) == sorted(entry["id"] for entry in listed)
