@@ -74,7 +74,7 @@ THREAD_VARIABLES = (
 # Launch variables parsed as integers; the rest are kept as strings.
 LAUNCH_INT_VARIABLES = (
     "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-    "NODE_RANK", "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RESTART_COUNT",
+    "NODE_RANK", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS", "SLURM_PROCID", "SLURM_NTASKS",
     "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE",
     "SLURM_JOB_ID", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK",
@@ -87,6 +87,7 @@ LAUNCH_STR_VARIABLES = (
     "NCCL_IB_DISABLE", "TORCH_DISTRIBUTED_DEBUG",
 )
 SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+HOSTS_FILE = "/etc/hosts"
 
 # PyG's wheel index (data.pyg.org) as documented on the date below: torch
 # minor -> CUDA variants with pyg-lib/torch-scatter/torch-sparse wheels.
@@ -166,6 +167,9 @@ FINDINGS = {
     "launch-torchrun-slurm-mismatch": ("warning", "torchrun-style and SLURM variables disagree"),
     "launch-backend-unavailable": ("error", "the requested torch.distributed backend is not built in"),
     "launch-socket-ifname-missing": ("error", "a socket-interface variable names no interface on this host"),
+    "launch-master-addr-loopback": ("error", "MASTER_ADDR resolves to a loopback address on a node of a multi-node job"),
+    "launch-hostname-loopback": ("warning", "this host's name resolves to a loopback address: gloo would advertise it"),
+    "launch-world-size-mismatch": ("error", "WORLD_SIZE differs from nodes times processes per node"),
     "cpu-affinity-restricted": ("info", "this process may use fewer cores than the machine has"),
     "cpu-threads-unset": ("info", "OMP_NUM_THREADS is not set"),
     "cpu-threads-invalid": ("warning", "a thread-count variable is not a positive integer"),
@@ -545,11 +549,74 @@ def get_environment_facts():
     interfaces = None
     if os.path.isdir("/sys/class/net"):
         interfaces = sorted(os.listdir("/sys/class/net"))
+    hostname = os.uname()[1] if hasattr(os, "uname") else None
     return {
         "threads": threads,
         "launch": launch,
         "network_interfaces": interfaces,
         "launcher": detect_launcher(),
+        "hostname": hostname,
+        "name_resolution": get_name_resolution_facts(hostname, os.environ.get("MASTER_ADDR")),
+    }
+
+
+def read_hosts_file(path=HOSTS_FILE):
+    """/etc/hosts as {lower-case name: [addresses in file order]}; None if unreadable."""
+    text = read_text(path)
+    if text is None:
+        return None
+    names = {}
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            names.setdefault(name.lower(), []).append(fields[0])
+    return names
+
+
+def nsswitch_hosts_order():
+    """The 'hosts:' sources of /etc/nsswitch.conf, e.g. ['files', 'dns']; None if unread."""
+    text = read_text("/etc/nsswitch.conf")
+    for line in (text or "").splitlines():
+        if line.strip().startswith("hosts:"):
+            return [word for word in line.split(":", 1)[1].split() if not word.startswith("[")]
+    return None
+
+
+def is_loopback_address(text):
+    import ipaddress
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return None
+
+
+def resolve_without_dns(name, hosts):
+    """What a name stands for without asking DNS: a literal address, or its /etc/hosts lines.
+
+    getaddrinfo may still differ (DNS, nss-myhostname, a hosts order other
+    than 'files' first), so the evidence says where the answer came from.
+    """
+    if name is None:
+        return None
+    name = name.strip()
+    literal = is_loopback_address(name.strip("[]"))
+    if literal is not None:
+        return {"name": name, "source": "literal", "addresses": [name.strip("[]")], "loopback": literal}
+    addresses = (hosts or {}).get(name.lower(), [])
+    if addresses:
+        return {"name": name, "source": HOSTS_FILE, "addresses": addresses,
+                "loopback": is_loopback_address(addresses[0]) is True}
+    # glibc answers "localhost" itself when /etc/hosts lacks it.
+    return {"name": name, "source": "not-in-hosts-file" if hosts is not None else "hosts-file-unreadable",
+            "addresses": [], "loopback": True if name.lower() == "localhost" else None}
+
+
+def get_name_resolution_facts(hostname, master_addr):
+    hosts = read_hosts_file()
+    return {
+        "hosts_order": nsswitch_hosts_order(),
+        "hostname": resolve_without_dns(hostname, hosts),
+        "MASTER_ADDR": resolve_without_dns(master_addr, hosts),
     }
 
 
@@ -663,9 +730,18 @@ def probe_torch():
         "num_interop_threads": torch.get_num_interop_threads(),
         "mkl": torch.backends.mkl.is_available(),
         "openmp": torch.backends.openmp.is_available(),
+        "cudnn_version": cudnn_version(torch),
         "warnings": captured_warnings(caught),
     }
     return facts
+
+
+def cudnn_version(torch):
+    """cuDNN's version as torch loads it (None on CPU builds); loads the library, touches no GPU."""
+    try:
+        return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:  # a broken cuDNN install must not hide the rest
+        return None
 
 
 def probe_cuda(nvml):
@@ -693,6 +769,12 @@ def probe_distributed():
         for backend in ("gloo", "nccl", "mpi", "ucc"):
             check = getattr(dist, "is_%s_available" % backend, None)
             facts["backends"][backend] = bool(check()) if check else False
+        facts["nccl_version"] = None
+        if facts["backends"]["nccl"]:
+            try:  # the NCCL torch is linked with; nodes of one job must agree on it
+                facts["nccl_version"] = ".".join(str(part) for part in torch.cuda.nccl.version())
+            except Exception as error:
+                facts["nccl_version_error"] = describe_exception(error)
         try:
             import torch.distributed.rpc as rpc
             facts["rpc_available"] = bool(rpc.is_available())
@@ -1878,15 +1960,111 @@ def rule_launch_environment(facts, options):
         missing_ifnames = {}
         for name in SOCKET_IFNAME_VARIABLES:
             if name in launch:
-                wanted = [i.strip().lstrip("^=") for i in launch[name]["raw"].split(",") if i.strip()]
-                absent = [i for i in wanted if not any(n == i or n.startswith(i) for n in interfaces)]
+                absent = absent_interfaces(name, launch[name]["raw"], interfaces)
                 if absent:
                     missing_ifnames[name] = {"value": launch[name]["raw"], "absent": absent}
         if missing_ifnames:
             found.append(finding("launch-socket-ifname-missing", dict(missing_ifnames, interfaces=interfaces),
                                  fix="set them to an interface listed in evidence.interfaces "
                                      "(the one that routes to MASTER_ADDR: ip route get $MASTER_ADDR)"))
+    found.extend(rule_multi_node_names(facts))
+    found.extend(rule_world_size_layout(facts))
     return found
+
+
+def absent_interfaces(variable, raw, interfaces):
+    """Names in a *_SOCKET_IFNAME value that match no interface in `interfaces`.
+
+    gloo and TensorPipe take exact names (comma-separated); NCCL takes name
+    prefixes unless the value starts with '=' (exact), and '^' makes it an
+    exclusion list, which cannot name a missing interface.
+    """
+    if raw.startswith("^"):
+        return []
+    exact = variable != "NCCL_SOCKET_IFNAME" or raw.startswith("=")
+    wanted = [i.strip() for i in raw.lstrip("=").split(",") if i.strip()]
+    if exact:
+        return [i for i in wanted if i not in interfaces]
+    return [i for i in wanted if not any(n.startswith(i) for n in interfaces)]
+
+
+def multi_node_evidence(launch):
+    """The launch variables that say this job spans several nodes ({} when none do)."""
+    said = {}
+    for name in ("GROUP_WORLD_SIZE", "SLURM_NNODES"):
+        value = launch_value(launch, name)
+        if value is not None and value > 1:
+            said[name] = value
+    for name in ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID"):
+        value = launch_value(launch, name)
+        if value is not None and value > 0:
+            said[name] = value
+    world, local_world = launch_value(launch, "WORLD_SIZE"), launch_value(launch, "LOCAL_WORLD_SIZE")
+    if world is not None and local_world is not None and world > local_world >= 1:
+        said["WORLD_SIZE"], said["LOCAL_WORLD_SIZE"] = world, local_world
+    return said
+
+
+def node_rank(launch):
+    for name in ("GROUP_RANK", "NODE_RANK", "SLURM_NODEID"):
+        value = launch_value(launch, name)
+        if value is not None:
+            return value
+    return None
+
+
+def rule_multi_node_names(facts):
+    """Names that resolve to loopback break a multi-node job; only /etc/hosts and literals are read."""
+    environment = facts["environment"]
+    launch = environment["launch"]
+    said = multi_node_evidence(launch)
+    resolution = environment.get("name_resolution") or {}
+    if not said:
+        return []
+    found = []
+    master = resolution.get("MASTER_ADDR")
+    # On node 0 a loopback MASTER_ADDR still reaches the store it serves; on
+    # any other node it points at the node itself.
+    if master and master["loopback"] and node_rank(launch) != 0:
+        found.append(finding("launch-master-addr-loopback", {
+            "MASTER_ADDR": master["name"], "resolved": master, "node_rank": node_rank(launch),
+            "multi_node_because": said, "hostname": environment.get("hostname"),
+            "hosts_order": resolution.get("hosts_order"),
+            "not_checked": "DNS (no query is sent); only literal addresses and %s are read" % HOSTS_FILE},
+            fix="export MASTER_ADDR=<address of node 0 as this node reaches it, e.g. from: getent ahostsv4 "
+                "<node 0 hostname>>; or drop the loopback line for that name from %s on this node" % HOSTS_FILE))
+    own = resolution.get("hostname")
+    if own and own["loopback"] and "GLOO_SOCKET_IFNAME" not in launch:
+        found.append(finding("launch-hostname-loopback", {
+            "hostname": own["name"], "resolved": own, "multi_node_because": said,
+            "GLOO_SOCKET_IFNAME": None, "interfaces": environment.get("network_interfaces"),
+            "why": "without GLOO_SOCKET_IFNAME gloo binds to the address of this host's name and sends it "
+                   "to the peers, which then connect to their own loopback",
+            "not_checked": "DNS (no query is sent); only %s is read" % HOSTS_FILE},
+            fix="export GLOO_SOCKET_IFNAME=<the interface that routes to MASTER_ADDR: ip route get "
+                "$MASTER_ADDR>; or map %s to its network address in %s" % (own["name"], HOSTS_FILE)))
+    return found
+
+
+def rule_world_size_layout(facts):
+    """WORLD_SIZE must equal nodes x processes per node, or the rendezvous waits for ranks that never come."""
+    launch = facts["environment"]["launch"]
+    # torchrun computes WORLD_SIZE itself from the nodes that joined.
+    if facts["environment"]["launcher"] == "torchrun":
+        return []
+    world, nodes = launch_value(launch, "WORLD_SIZE"), launch_value(launch, "SLURM_NNODES")
+    per_node_name = next((n for n in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE")
+                          if launch_value(launch, n) is not None), None)
+    if world is None or nodes is None or per_node_name is None:
+        return []
+    per_node = launch_value(launch, per_node_name)
+    if world == nodes * per_node:
+        return []
+    return [finding("launch-world-size-mismatch", {
+        "WORLD_SIZE": world, "SLURM_NNODES": nodes, per_node_name: per_node, "expected": nodes * per_node,
+        "consequence": "the rendezvous waits for %d processes; %d will start" % (world, nodes * per_node)},
+        fix="export WORLD_SIZE=$((SLURM_NNODES * %s))  # or let torchrun count: torchrun --nnodes "
+            "$SLURM_NNODES --nproc-per-node %d ..." % (per_node_name, per_node))]
 
 
 def rule_backend_requested(facts, options):
