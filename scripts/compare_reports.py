@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""Compare check_sampling_backends.py reports from the nodes (or ranks) of one job.
+
+Nodes of one job that run different torch, CUDA, NCCL, Python, PyG or
+extension builds, or that were started with launch variables that disagree,
+fail in ways that look like hangs. This script reads one checker report per
+node or rank, groups the hosts by each fact and prints one JSON document
+(or markdown) with findings naming the hosts that differ. Standard library
+only; it reads the report files and nothing else.
+
+Gather the reports first (the checker writes nothing itself), one per node:
+  srun --ntasks-per-node=1 bash -c \\
+    'python scripts/check_sampling_backends.py > reports/$(hostname).json'
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_sampling_backends as core  # noqa: E402  (shared exit codes and interface rules)
+
+SCHEMA_VERSION = "1.0"
+TOOL_VERSION = "1.0.0"
+DOCS = "references/troubleshooting.md"
+GATE = "consistent"
+
+FINDINGS = {
+    "cluster-stack-drift": ("error", "nodes run different torch/CUDA/NCCL/Python/PyG/extension builds"),
+    "cluster-cudnn-drift": ("warning", "nodes load different cuDNN versions"),
+    "cluster-launch-disagrees": ("error", "nodes were given different WORLD_SIZE, MASTER_ADDR or MASTER_PORT"),
+    "cluster-rank-duplicate": ("error", "two reports claim the same rank"),
+    "cluster-rank-missing": ("error", "ranks below WORLD_SIZE have no report"),
+    "cluster-socket-ifname-missing": ("error", "a socket-interface variable names no interface on a node"),
+    "cluster-cpu-count-differs": ("info", "nodes have different usable core counts"),
+    "cluster-report-incomplete": ("warning", "some reports lack facts needed for the comparison"),
+    "cluster-single-report": ("info", "only one report: nothing to compare"),
+    "cluster-report-unreadable": ("error", "a report file is missing, not JSON or not a checker report"),
+    "cluster-compare-internal-error": ("error", "the compare script itself failed"),
+}
+
+USAGE = """\
+%(prog)s REPORT_OR_DIR [REPORT_OR_DIR ...] [--format json|markdown] [--pretty]
+       %(prog)s --list-findings"""
+
+EPILOG = """\
+gathering (one report per node; the checker prints, the shell writes):
+  SLURM     mkdir -p reports && srun --ntasks-per-node=1 bash -c \\
+              'python scripts/check_sampling_backends.py > reports/$(hostname).json'
+            (the single quotes matter: $(hostname) must expand on each node)
+  torchrun  on every node, the same rendezvous as the job:
+            mkdir -p reports && torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \\
+              --rdzv-endpoint NODE0:29400 --rdzv-id check --no-python bash -c \\
+              'python scripts/check_sampling_backends.py > reports/$(hostname)-$RANK.json'
+            (reports/ on a shared file system, or copy them to one place)
+  then      python scripts/compare_reports.py reports/ --format markdown
+
+exit codes:
+  0  the reports agree (info and warning findings allowed)
+  1  gate 'consistent' failed: an error finding (drift, launch disagreement,
+     duplicate or missing rank, missing interface)
+  2  usage error: no report given, or a file is unreadable or not a checker
+     report (one line on stderr; the JSON names the file)
+  3  internal error (JSON still printed)
+"""
+
+# Facts compared across reports: name -> (where in the report, finding id).
+# A path is a sequence of keys; a value of None means the report lacks it.
+STACK_FACTS = (
+    ("python", ("python", "version"), "cluster-stack-drift"),
+    ("torch", ("torch", "version"), "cluster-stack-drift"),
+    ("torch CUDA", ("torch", "cuda"), "cluster-stack-drift"),
+    ("NCCL", ("distributed", "nccl_version"), "cluster-stack-drift"),
+    ("cuDNN", ("torch", "cudnn_version"), "cluster-cudnn-drift"),
+    ("torch_geometric", ("pyg", "version"), "cluster-stack-drift"),
+    ("neighbor backend", ("sampling", "neighbor_backend"), "cluster-stack-drift"),
+)
+LAUNCH_AGREED = ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
+                  ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"))
+
+
+class UsageError(Exception):
+    def __init__(self, message, evidence):
+        Exception.__init__(self, message)
+        self.evidence = evidence
+
+
+# ---------------------------------------------------------------------------
+# Reading reports
+# ---------------------------------------------------------------------------
+
+def report_paths(arguments):
+    paths = []
+    for argument in arguments:
+        if os.path.isdir(argument):
+            paths += sorted(os.path.join(argument, name) for name in os.listdir(argument)
+                            if name.endswith(".json"))
+        else:
+            paths.append(argument)
+    return paths
+
+
+def load_report(path):
+    try:
+        with open(path, "rb") as handle:
+            document = json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError) as error:
+        raise UsageError("%s: %s" % (path, error), {"file": path, "error": str(error)[:300]})
+    if not isinstance(document, dict) or "findings" not in document or "environment" not in document:
+        raise UsageError("%s: not a check_sampling_backends.py report" % path,
+                         {"file": path, "error": "no 'findings' and 'environment' keys"})
+    return document
+
+
+MISSING = object()  # a key the report lacks, unlike a fact that is null
+
+
+def dig(document, path):
+    for key in path:
+        if not isinstance(document, dict) or key not in document:
+            return MISSING
+        document = document[key]
+    return document
+
+
+def launch_environment(report):
+    launch = dig(report, ("environment", "launch"))
+    return launch if isinstance(launch, dict) else {}
+
+
+def launch_value(report, name):
+    entry = launch_environment(report).get(name)
+    return entry.get("value") if isinstance(entry, dict) and entry.get("error") is None else None
+
+
+def rank_of(report):
+    """(rank, world size, variable) from the first launcher that set a rank."""
+    for rank_name, world_name in RANK_VARIABLES:
+        rank = launch_value(report, rank_name)
+        if rank is not None:
+            return rank, launch_value(report, world_name), rank_name
+    return None, None, None
+
+
+def describe_reports(paths, reports):
+    """One entry per report; `label` names the host (and rank when several share it)."""
+    entries = []
+    for path, report in zip(paths, reports):
+        rank, world, rank_variable = rank_of(report)
+        hostname = report["environment"].get("hostname") if isinstance(report["environment"], dict) else None
+        entries.append({"file": path, "hostname": hostname,
+                        "host": hostname or os.path.splitext(os.path.basename(path))[0],
+                        "rank": rank, "rank_variable": rank_variable, "world_size": world,
+                        "checker_status": report.get("status")})
+    per_host = collections.Counter(e["host"] for e in entries)
+    for entry in entries:
+        entry["label"] = entry["host"]
+        if per_host[entry["host"]] > 1:
+            entry["label"] += " rank %s" % entry["rank"] if entry["rank"] is not None else " (%s)" % entry["file"]
+    return entries
+
+
+# ---------------------------------------------------------------------------
+# Facts -> groups
+# ---------------------------------------------------------------------------
+
+def extension_value(report, module):
+    entry = (report.get("extensions") or {}).get(module)
+    if not isinstance(entry, dict) or "status" not in entry:
+        return MISSING
+    version = entry.get("version")
+    return entry["status"] + (" " + version if entry["status"] == "ok" and version else "")
+
+
+def usable_cores(report):
+    affinity = dig(report, ("cpu", "affinity"))
+    if isinstance(affinity, dict) and affinity.get("count"):
+        return affinity["count"]
+    cores = dig(report, ("cpu", "logical_cores"))
+    return cores if isinstance(cores, int) else None
+
+
+def compared_facts(report):
+    """name -> (value, finding id) for everything compared; MISSING = not in this report."""
+    facts = collections.OrderedDict()
+    for name, path, finding_id in STACK_FACTS:
+        value = dig(report, path)
+        if name == "python" and value and value is not MISSING:
+            value = ".".join(value.split(".")[:2])  # patch releases interoperate
+        facts[name] = (value, finding_id)
+    modules = sorted(report.get("extensions") or {})
+    for module in modules or [m for m, _ in core.EXTENSIONS]:
+        facts[module] = (extension_value(report, module), "cluster-stack-drift")
+    for name in LAUNCH_AGREED:
+        entry = launch_environment(report).get(name)
+        facts[name] = (entry.get("raw") if isinstance(entry, dict) else "(unset)", "cluster-launch-disagrees")
+    facts["usable cores"] = (usable_cores(report), "cluster-cpu-count-differs")
+    return facts
+
+
+def group(entries, values):
+    """[{value, hosts}] with the largest group first (ties: the group of the first report)."""
+    groups = collections.OrderedDict()
+    for entry, value in zip(entries, values):
+        groups.setdefault(json.dumps(value), {"value": value, "hosts": []})["hosts"].append(entry["label"])
+    return sorted(groups.values(), key=lambda g: -len(g["hosts"]))
+
+
+# ---------------------------------------------------------------------------
+# Rules: groups and reports -> findings
+# ---------------------------------------------------------------------------
+
+def finding(finding_id, evidence, fix):
+    severity, title = FINDINGS[finding_id]
+    return {"id": finding_id, "severity": severity, "title": title, "evidence": evidence, "fix": fix,
+            "docs": "%s#%s" % (DOCS, finding_id)}
+
+
+def install_fix(name, reference, others, entries, reports):
+    """What makes the differing hosts match the largest group."""
+    value = reference["value"]
+    executables = [dig(reports[i], ("python", "executable")) for i, e in enumerate(entries) if e["label"] in others]
+    pythons = sorted(set(p if isinstance(p, str) else "python" for p in executables))
+    where = "on %s" % ", ".join(others)
+    if name in [m for m, _ in core.EXTENSIONS]:
+        package = core.EXTENSION_DIST[name]
+        if value and value.startswith("ok "):
+            return "%s: %s -m pip install %s==%s  # from the same index as on %s" % (
+                where, pythons[0], package, value[3:], reference["hosts"][0])
+        return "%s: %s -m pip uninstall -y %s  # as on %s" % (where, pythons[0], package, reference["hosts"][0])
+    package = {"torch": "torch", "torch_geometric": "torch_geometric"}.get(name)
+    if package and value:
+        return "%s: %s -m pip install %s==%s  # and check PYTHONPATH there: python -c 'import %s; print(%s.__file__)'" % (
+            where, pythons[0], package, value, package, package)
+    return "%s: install the same build as %s (%s = %s), then gather the reports again" % (
+        where, reference["hosts"][0], name, value)
+
+
+def rule_drift(entries, reports, groups):
+    found, incomplete = [], {}
+    for name, per_report in groups.items():
+        values, finding_id = [value for value, _ in per_report], per_report[0][1]
+        missing = [e["label"] for e, v in zip(entries, values) if v is MISSING]
+        if missing:
+            incomplete[name] = missing
+        if finding_id == "cluster-cpu-count-differs":
+            continue
+        present = [(e, v) for e, v in zip(entries, values) if v is not MISSING]
+        grouped = group([e for e, _ in present], [v for _, v in present])
+        if len(grouped) < 2:
+            continue
+        reference, others = grouped[0], [h for g in grouped[1:] for h in g["hosts"]]
+        evidence = {"fact": name, "groups": grouped}
+        if finding_id == "cluster-launch-disagrees":
+            fix = ("export %s=%s on every node before the launch (one job script for all nodes)"
+                   % (name, reference["value"]))
+        else:
+            fix = install_fix(name, reference, others, entries, reports)
+        found.append(finding(finding_id, evidence, fix))
+    if incomplete:
+        found.append(finding("cluster-report-incomplete", {"missing": incomplete},
+                             "gather full reports on those hosts: python scripts/check_sampling_backends.py "
+                             "(not --static-only) > reports/$(hostname).json"))
+    return found
+
+
+def rule_ranks(entries):
+    ranked = [e for e in entries if e["rank"] is not None]
+    if not ranked:
+        return []
+    found = []
+    by_rank = collections.defaultdict(list)
+    for entry in ranked:
+        by_rank[(entry["rank_variable"], entry["rank"])].append(entry["label"])
+    duplicates = {"%s=%s" % key: labels for key, labels in sorted(by_rank.items()) if len(labels) > 1}
+    if duplicates:
+        found.append(finding("cluster-rank-duplicate", {"duplicates": duplicates},
+                             "give every process its own rank: let the launcher set it (torchrun, or "
+                             "RANK=$SLURM_PROCID under srun) instead of exporting RANK in the job script"))
+    worlds = set(e["world_size"] for e in ranked if e["world_size"] is not None)
+    if len(worlds) == 1:
+        world = worlds.pop()
+        variable = ranked[0]["rank_variable"]
+        have = set(e["rank"] for e in ranked if e["rank_variable"] == variable)
+        missing = sorted(set(range(world)) - have)
+        if missing:
+            found.append(finding("cluster-rank-missing", {
+                "rank_variable": variable, "world_size": world, "missing": missing[:64],
+                "missing_count": len(missing), "reports": len(entries)},
+                "start world_size processes in all (nodes x processes per node = %d), or gather one report "
+                "per rank; WORLD_SIZE=%d waits for ranks that never start" % (world, world)))
+    return found
+
+
+def rule_interfaces(entries, reports):
+    missing = {}
+    for entry, report in zip(entries, reports):
+        interfaces = dig(report, ("environment", "network_interfaces"))
+        if not isinstance(interfaces, list):
+            continue
+        for name in core.SOCKET_IFNAME_VARIABLES:
+            raw = launch_environment(report).get(name)
+            if isinstance(raw, dict):
+                absent = core.absent_interfaces(name, raw["raw"], interfaces)
+                if absent:
+                    missing.setdefault(entry["label"], {})[name] = {
+                        "value": raw["raw"], "absent": absent, "interfaces": interfaces}
+    if not missing:
+        return []
+    return [finding("cluster-socket-ifname-missing", {"hosts": missing},
+                    "set the variable per node to an interface that node has (the one that routes to "
+                    "MASTER_ADDR: ip route get $MASTER_ADDR), e.g. in the srun/torchrun command line")]
+
+
+def rule_cpu(entries, reports):
+    values = [usable_cores(r) for r in reports]
+    present = [(e, v) for e, v in zip(entries, values) if v is not None]
+    grouped = group([e for e, _ in present], [v for _, v in present])
+    if len(grouped) < 2:
+        return []
+    per_rank = []
+    for entry, report in zip(entries, reports):
+        local = launch_value(report, "LOCAL_WORLD_SIZE") or 1
+        cores = usable_cores(report)
+        if cores:
+            per_rank.append({"host": entry["label"], "usable_cores": cores, "local_processes": local,
+                             "cores_per_process": max(cores // local, 1)})
+    return [finding("cluster-cpu-count-differs", {"groups": grouped, "per_process": per_rank},
+                    "expected on mixed nodes; for equal per-rank speed set the same thread and loader worker "
+                    "counts everywhere, e.g. OMP_NUM_THREADS=%d and NeighborLoader(num_workers=...) sized for "
+                    "the smallest node" % min(p["cores_per_process"] for p in per_rank))]
+
+
+def compare(paths, reports):
+    entries = describe_reports(paths, reports)
+    per_fact = collections.OrderedDict()
+    for report in reports:
+        for name, value in compared_facts(report).items():
+            per_fact.setdefault(name, []).append(value)
+    # A fact some reports do not have at all is still compared among the rest.
+    groups = collections.OrderedDict((name, values) for name, values in per_fact.items()
+                                     if len(values) == len(reports))
+    findings = []
+    if len(reports) == 1:
+        findings.append(finding("cluster-single-report", {"file": paths[0]},
+                                "gather one report per node (see --help) and pass them all"))
+    findings += rule_drift(entries, reports, groups)
+    findings += rule_ranks(entries)
+    findings += rule_interfaces(entries, reports)
+    findings += rule_cpu(entries, reports)
+    summary = collections.OrderedDict()
+    for name, values in groups.items():
+        present = [(e, v) for e, (v, _) in zip(entries, values) if v is not MISSING]
+        summary[name] = group([e for e, _ in present], [v for _, v in present])
+    return entries, findings, summary
+
+
+# ---------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------
+
+def render(entries, findings, summary, started, internal_error=None, usage_error=False):
+    if internal_error is not None:
+        findings = findings + [finding("cluster-compare-internal-error", internal_error,
+                                       "report it with the reports attached")]
+    errors = any(f["severity"] == "error" for f in findings)
+    gates = {GATE: {"passed": not errors}}
+    if internal_error is not None:
+        status, exit_code = "internal-error", core.EXIT_INTERNAL
+    elif usage_error:
+        status, exit_code = "usage-error", core.EXIT_USAGE
+    elif errors:
+        status, exit_code = "gate-failed", core.EXIT_GATE_FAILED
+    else:
+        status = "warning" if any(f["severity"] == "warning" for f in findings) else "ok"
+        exit_code = core.EXIT_OK
+    return {
+        "schema_version": SCHEMA_VERSION, "ok": not errors and internal_error is None and not usage_error,
+        "status": status, "exit_code": exit_code, "findings": findings, "gates": gates,
+        "tool": {"name": "compare_reports.py", "version": TOOL_VERSION, "argv": sys.argv[1:],
+                 "elapsed_s": round(time.time() - started, 3), "read_only": True},
+        "reports": entries, "groups": summary,
+    }, exit_code
+
+
+def markdown_value(value):
+    return "none" if value is None else str(value).replace("|", "\\|")
+
+
+def to_markdown(document):
+    lines = ["# Cluster comparison: %s (exit %d)" % (document["status"], document["exit_code"]), ""]
+    entries = document["reports"]
+    if entries:
+        lines += ["| fact | " + " | ".join(e["label"] for e in entries) + " |",
+                  "|---|" + "---|" * len(entries)]
+        for name, groups in document["groups"].items():
+            by_host = dict((h, g["value"]) for g in groups for h in g["hosts"])
+            mark = " **(differs)**" if len(groups) > 1 else ""
+            lines.append("| %s%s | %s |" % (name, mark, " | ".join(
+                markdown_value(by_host[e["label"]]) if e["label"] in by_host else "(not reported)"
+                for e in entries)))
+        lines.append("")
+    for item in document["findings"]:
+        lines.append("## %s `%s`: %s" % (item["severity"], item["id"], item["title"]))
+        evidence = item["evidence"]
+        for group_entry in evidence.get("groups", []):
+            lines.append("- %s: %s" % (markdown_value(group_entry["value"]), ", ".join(group_entry["hosts"])))
+        if "groups" not in evidence:
+            lines.append("- evidence: `%s`" % json.dumps(evidence, sort_keys=True)[:600])
+        if item["fix"]:
+            lines.append("- fix: `%s`" % item["fix"])
+        lines.append("- docs: %s" % item["docs"])
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def emit(document, options):
+    if options.format == "markdown":
+        sys.stdout.write(to_markdown(document))
+    else:
+        sys.stdout.write(json.dumps(document, indent=2 if options.pretty else None) + "\n")
+    sys.stdout.flush()
+
+
+def build_parser():
+    class OneLineErrorParser(argparse.ArgumentParser):
+        def error(self, message):
+            sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
+            sys.exit(core.EXIT_USAGE)
+
+    parser = OneLineErrorParser(
+        prog="compare_reports.py", usage=USAGE, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compare check_sampling_backends.py reports from the nodes or ranks of one job: version "
+                    "and extension drift, launch variables that disagree, duplicate or missing ranks, "
+                    "socket-interface variables naming missing interfaces, differing core counts.")
+    parser.add_argument("reports", nargs="*", metavar="REPORT_OR_DIR",
+                        help="checker JSON reports, or folders of *.json reports")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json",
+                        help="output format (default json)")
+    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
+    parser.add_argument("--list-findings", action="store_true",
+                        help="print every finding id this script can emit, as JSON, and exit 0")
+    return parser
+
+
+def main(argv=None):
+    started = time.time()
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    if options.list_findings:
+        sys.stdout.write(json.dumps([{"id": fid, "severity": s, "title": t, "docs": "%s#%s" % (DOCS, fid)}
+                                     for fid, (s, t) in sorted(FINDINGS.items())]) + "\n")
+        return core.EXIT_OK
+    entries, findings, summary = [], [], {}
+    try:
+        paths = report_paths(options.reports)
+        if not paths:
+            raise UsageError("no report given (pass report files or a folder of them)",
+                             {"arguments": options.reports})
+        reports = [load_report(path) for path in paths]
+        entries, findings, summary = compare(paths, reports)
+        document, exit_code = render(entries, findings, summary, started)
+    except UsageError as error:
+        sys.stderr.write("compare_reports.py: error: %s\n" % error)
+        document, exit_code = render(entries, [finding("cluster-report-unreadable", error.evidence,
+                                                       "gather it again: python scripts/check_sampling_backends.py "
+                                                       "> reports/$(hostname).json")],
+                                     summary, started, usage_error=True)
+    except Exception as error:  # still one document, saying what broke
+        import traceback
+        document, exit_code = render(entries, findings, summary, started, internal_error={
+            "error": "%s: %s" % (type(error).__name__, error), "traceback": traceback.format_exc()[-3000:]})
+    emit(document, options)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
