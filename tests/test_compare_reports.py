@@ -1,0 +1,155 @@
+"""scripts/compare_reports.py on real checker reports gathered under different launch settings.
+
+The reports come from the checker itself (--static-only: milliseconds), run
+with the environment a node of a misconfigured job would have. Version drift
+between hosts is tested on the network-namespace hosts in test_multihost.py.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CHECKER, ROOT, clean_env
+
+COMPARE = ROOT / "scripts" / "compare_reports.py"
+
+
+def gather(tmp_path, name, env=None, prefix=()):
+    """One checker report, written by the test as the gathering step's shell would."""
+    completed = subprocess.run(list(prefix) + [sys.executable, str(CHECKER), "--static-only"],
+                               capture_output=True, text=True, env=clean_env(env), timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    path = tmp_path / ("%s.json" % name)
+    path.write_text(completed.stdout)
+    return path
+
+
+def compare(*args):
+    completed = subprocess.run([sys.executable, str(COMPARE)] + [str(a) for a in args],
+                               capture_output=True, text=True, timeout=120)
+    document = json.loads(completed.stdout) if "--format" not in args else None
+    if document is not None:
+        assert document["exit_code"] == completed.returncode
+        assert list(document["gates"]) == ["consistent"]
+    return completed, document
+
+
+def ids(document):
+    return [f["id"] for f in document["findings"]]
+
+
+def launch(rank, world=2, **extra):
+    env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "192.0.2.1", "MASTER_PORT": "29500"}
+    env.update(extra)
+    return env
+
+
+def test_agreeing_reports_pass_and_name_the_groups(tmp_path):
+    a, b = gather(tmp_path, "node0", launch(0)), gather(tmp_path, "node1", launch(1))
+    completed, document = compare(a, b)
+    assert completed.returncode == 0, completed.stdout
+    assert document["ok"] and document["gates"]["consistent"]["passed"]
+    assert [r["rank"] for r in document["reports"]] == [0, 1]
+    # Same host here, so labels carry the rank; each fact has one group holding both.
+    labels = [r["label"] for r in document["reports"]]
+    assert len(set(labels)) == 2
+    assert document["groups"]["MASTER_ADDR"] == [{"value": "192.0.2.1", "hosts": labels}]
+    # Static-only reports lack torch facts: said, not silently passed.
+    incomplete = [f for f in document["findings"] if f["id"] == "cluster-report-incomplete"]
+    assert incomplete and "torch" in incomplete[0]["evidence"]["missing"]
+
+
+def test_launch_variables_that_disagree(tmp_path):
+    a = gather(tmp_path, "node0", launch(0))
+    b = gather(tmp_path, "node1", launch(1, MASTER_ADDR="node0.cluster", MASTER_PORT="29501"))
+    completed, document = compare(a, b)
+    assert completed.returncode == 1
+    facts = {f["evidence"]["fact"]: f for f in document["findings"] if f["id"] == "cluster-launch-disagrees"}
+    assert sorted(facts) == ["MASTER_ADDR", "MASTER_PORT"]
+    values = sorted(g["value"] for g in facts["MASTER_PORT"]["evidence"]["groups"])
+    assert values == ["29500", "29501"]
+    assert facts["MASTER_PORT"]["fix"].startswith("export MASTER_PORT=")
+
+
+def test_duplicate_and_missing_ranks(tmp_path):
+    # Two processes got RANK=0 (exported in the job script); rank 1 and 2 never report.
+    a = gather(tmp_path, "node0", launch(0, world=3))
+    b = gather(tmp_path, "node1", launch(0, world=3))
+    completed, document = compare(a, b)
+    assert completed.returncode == 1
+    duplicate = [f for f in document["findings"] if f["id"] == "cluster-rank-duplicate"][0]
+    assert list(duplicate["evidence"]["duplicates"]) == ["RANK=0"]
+    missing = [f for f in document["findings"] if f["id"] == "cluster-rank-missing"][0]
+    assert missing["evidence"]["missing"] == [1, 2] and missing["evidence"]["world_size"] == 3
+
+
+def test_slurm_ranks_count_when_torch_variables_are_unset(tmp_path):
+    a = gather(tmp_path, "node0", {"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+    b = gather(tmp_path, "node1", {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"})
+    completed, document = compare(a, b)
+    assert completed.returncode == 0, document["findings"]
+    assert [r["rank_variable"] for r in document["reports"]] == ["SLURM_PROCID"] * 2
+
+
+def test_interface_variable_naming_a_missing_interface(tmp_path):
+    real = sorted(p.name for p in Path("/sys/class/net").iterdir())[0]
+    a = gather(tmp_path, "node0", launch(0, GLOO_SOCKET_IFNAME=real))
+    b = gather(tmp_path, "node1", launch(1, GLOO_SOCKET_IFNAME="ib0-missing"))
+    completed, document = compare(a, b)
+    assert completed.returncode == 1
+    found = [f for f in document["findings"] if f["id"] == "cluster-socket-ifname-missing"][0]
+    (label, variables), = found["evidence"]["hosts"].items()
+    assert label.endswith("rank 1")
+    assert variables["GLOO_SOCKET_IFNAME"]["absent"] == ["ib0-missing"]
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+def test_core_counts_that_differ_are_info(tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 usable cores to restrict one report to 1")
+    a = gather(tmp_path, "node0", launch(0))
+    b = gather(tmp_path, "node1", launch(1), prefix=("taskset", "-c", "0"))
+    completed, document = compare(a, b)
+    assert completed.returncode == 0
+    found = [f for f in document["findings"] if f["id"] == "cluster-cpu-count-differs"][0]
+    assert found["severity"] == "info"
+    per_process = {p["host"]: p["cores_per_process"] for p in found["evidence"]["per_process"]}
+    assert sorted(per_process.values())[0] == 1
+
+
+def test_unreadable_report_is_a_usage_error(tmp_path):
+    a = gather(tmp_path, "node0", launch(0))
+    broken = tmp_path / "node1.json"
+    broken.write_text("srun: error: node1: task 1: Exited with exit code 1\n")
+    completed, document = compare(a, broken)
+    assert completed.returncode == 2
+    assert completed.stderr.count("\n") == 1 and "node1.json" in completed.stderr
+    assert ids(document) == ["cluster-report-unreadable"]
+    assert document["findings"][0]["evidence"]["file"] == str(broken)
+
+
+def test_no_report_is_a_usage_error(tmp_path):
+    completed, document = compare(tmp_path)  # an empty folder
+    assert completed.returncode == 2 and ids(document) == ["cluster-report-unreadable"]
+
+
+def test_folder_of_reports_and_markdown(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    gather(folder, "node0", launch(0))
+    gather(folder, "node1", launch(1, MASTER_PORT="29501"))
+    completed, _ = compare(folder, "--format", "markdown")
+    assert completed.returncode == 1
+    assert "| MASTER_PORT **(differs)** |" in completed.stdout
+    assert "## error `cluster-launch-disagrees`" in completed.stdout
+
+
+def test_single_report_is_info(tmp_path):
+    completed, document = compare(gather(tmp_path, "node0", launch(0, world=1)))
+    assert completed.returncode == 0 and "cluster-single-report" in ids(document)
