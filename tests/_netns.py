@@ -77,8 +77,11 @@ class Host(object):
 class Cluster(object):
     """`count` hosts on one bridge. Use as a context manager: everything made is removed."""
 
+    made = 0  # clusters made by this process: each gets its own names
+
     def __init__(self, count):
-        self.tag = "pygmh%d" % (os.getpid() % 100000)
+        Cluster.made += 1
+        self.tag = "pygmh%d-%d" % (os.getpid(), Cluster.made)
         self.switch = self.tag + "-sw"
         self.hosts = [Host(self, i) for i in range(count)]
         self.processes = []
@@ -157,7 +160,7 @@ class Cluster(object):
     def leftovers(self):
         """Namespaces of this cluster still present (empty after close())."""
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        return [line.split()[0] for line in listed.splitlines() if line.startswith(self.tag)]
+        return sorted(line.split()[0] for line in listed.splitlines() if line.startswith(self.tag + "-"))
 
 
 def wait_all(processes, deadline):
