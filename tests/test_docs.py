@@ -34,7 +34,8 @@ REFERENCES = sorted(
     for name in os.listdir(os.path.join(REPO, "references")) if name.endswith(".md"))
 DOCS = [SKILL] + REFERENCES
 TROUBLESHOOTING = os.path.join(REPO, "references", "troubleshooting.md")
-CHECKER_SCRIPTS = ("check_sampling_backends.py", "check_store_contract.py", "check_partition.py")
+CHECKER_SCRIPTS = ("check_sampling_backends.py", "check_store_contract.py", "check_partition.py",
+                   "compare_reports.py")
 
 EXPECTED_FRONTMATTER = {
     "name": "scalable-distributed",

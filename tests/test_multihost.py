@@ -141,6 +141,22 @@ def test_cluster_removes_what_it_made():
     assert made.leftovers() == [] and not os.path.exists(hosts_file)
 
 
+def interface_snippet():
+    """The bash block of distributed-workflows.md that picks the interface, verbatim."""
+    text = (ROOT / "references" / "distributed-workflows.md").read_text()
+    blocks = [b for b in text.split("```bash\n")[1:] if "MASTER_IP=$(getent" in b.split("```")[0]]
+    assert len(blocks) == 1
+    return blocks[0].split("```")[0]
+
+
+def test_documented_interface_recipe_picks_each_hosts_veth(hosts):
+    snippet = interface_snippet() + 'echo "$GLOO_SOCKET_IFNAME"\n'
+    for host in hosts[:2]:  # the master (host-a) and a worker
+        completed = host.run(["bash", "-c", snippet], host_env(host, ifname=False, MASTER_ADDR="host-a"), timeout=60)
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stdout.split() == [host.ifname]
+
+
 # ---------------------------------------------------------------------------
 # torchrun across two hosts = the one-host run
 # ---------------------------------------------------------------------------
