@@ -220,24 +220,47 @@ def finding(finding_id, evidence, fix):
             "docs": "%s#%s" % (DOCS, finding_id)}
 
 
+# Where each compared module's file is recorded in a report.
+MODULE_FILES = {"torch": ("torch", "file"), "torch_geometric": ("pyg", "file")}
+
+
+def module_file(report, name):
+    if name in MODULE_FILES:
+        path = dig(report, MODULE_FILES[name])
+    else:
+        path = dig(report, ("extensions", name, "file"))
+    return path if isinstance(path, str) else None
+
+
 def install_fix(name, reference, others, entries, reports):
-    """What makes the differing hosts match the largest group."""
+    """What makes the differing hosts match the largest group (run on those hosts)."""
     value = reference["value"]
-    executables = [dig(reports[i], ("python", "executable")) for i, e in enumerate(entries) if e["label"] in others]
-    pythons = sorted(set(p if isinstance(p, str) else "python" for p in executables))
-    where = "on %s" % ", ".join(others)
-    if name in [m for m, _ in core.EXTENSIONS]:
-        package = core.EXTENSION_DIST[name]
-        if value and value.startswith("ok "):
-            return "%s: %s -m pip install %s==%s  # from the same index as on %s" % (
-                where, pythons[0], package, value[3:], reference["hosts"][0])
-        return "%s: %s -m pip uninstall -y %s  # as on %s" % (where, pythons[0], package, reference["hosts"][0])
-    package = {"torch": "torch", "torch_geometric": "torch_geometric"}.get(name)
-    if package and value:
-        return "%s: %s -m pip install %s==%s  # and check PYTHONPATH there: python -c 'import %s; print(%s.__file__)'" % (
-            where, pythons[0], package, value, package, package)
-    return "%s: install the same build as %s (%s = %s), then gather the reports again" % (
-        where, reference["hosts"][0], name, value)
+    by_label = dict((e["label"], r) for e, r in zip(entries, reports))
+    model = by_label[reference["hosts"][0]]
+    fixes = []
+    for label in others:
+        report = by_label[label]
+        python = dig(report, ("python", "executable"))
+        python = python if isinstance(python, str) else "python"
+        prefix, path = dig(report, ("python", "prefix")), module_file(report, name)
+        if path and isinstance(prefix, str) and not path.startswith(prefix.rstrip("/") + "/"):
+            # A copy outside the interpreter's own prefix shadows the installed one.
+            fixes.append("on %s: %s is imported from %s, outside %s: remove its folder from PYTHONPATH"
+                         % (label, name, os.path.dirname(os.path.dirname(path)), prefix))
+        elif name in core.EXTENSION_DIST:
+            package = core.EXTENSION_DIST[name]
+            if value and value.startswith("ok "):
+                index = dig(model, ("install", "index_url"))
+                fixes.append("on %s: %s -m pip install %s==%s%s" % (
+                    label, python, package, value[3:], " -f %s" % index if isinstance(index, str) else ""))
+            else:
+                fixes.append("on %s: %s -m pip uninstall -y %s" % (label, python, package))
+        elif name in ("torch", "torch_geometric") and value:
+            fixes.append("on %s: %s -m pip install %s==%s" % (label, python, name, value))
+        else:
+            fixes.append("on %s: python scripts/check_sampling_backends.py --require-neighbor-backend "
+                         "(its findings give that node's install command)" % label)
+    return "; ".join(fixes) + "  # to match %s (%s = %s)" % (reference["hosts"][0], name, value)
 
 
 def rule_drift(entries, reports, groups):
@@ -255,6 +278,9 @@ def rule_drift(entries, reports, groups):
             continue
         reference, others = grouped[0], [h for g in grouped[1:] for h in g["hosts"]]
         evidence = {"fact": name, "groups": grouped}
+        files = dict((e["label"], module_file(r, name)) for e, r in zip(entries, reports) if module_file(r, name))
+        if files:
+            evidence["files"] = files
         if finding_id == "cluster-launch-disagrees":
             fix = ("export %s=%s on every node before the launch (one job script for all nodes)"
                    % (name, reference["value"]))

@@ -341,6 +341,9 @@ def test_compare_names_the_host_with_planted_drift(hosts, neighbor_backend, tmp_
         assert [sorted(g["hosts"]) for g in groups] == [sorted([labels["host-a"], labels["host-b"]]),
                                                         [labels["host-c"]]], fact
     assert drift["torch_geometric"][1]["value"] == "2.7.0"
+    stale_fix = [f["fix"] for f in document["findings"] if f["evidence"].get("fact") == "torch_geometric"][0]
+    assert stale_fix.startswith("on %s: torch_geometric is imported from %s" % (labels["host-c"], stale))
+    assert "PYTHONPATH" in stale_fix
     assert drift["torch_sparse"][1]["value"] == "not-installed"
     assert not [f for f in document["findings"] if f["id"].startswith(("cluster-rank", "cluster-launch"))]
     markdown = subprocess.run([sys.executable, COMPARE, reports, "--format", "markdown"],
