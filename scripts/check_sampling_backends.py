@@ -595,20 +595,25 @@ def resolve_without_dns(name, hosts):
 
     getaddrinfo may still differ (DNS, nss-myhostname, a hosts order other
     than 'files' first), so the evidence says where the answer came from.
+    `loopback`: every address is loopback (a store client tries them in
+    order); `first_loopback`: the first one is (gloo binds to the first it can).
     """
     if name is None:
         return None
     name = name.strip()
     literal = is_loopback_address(name.strip("[]"))
     if literal is not None:
-        return {"name": name, "source": "literal", "addresses": [name.strip("[]")], "loopback": literal}
+        return {"name": name, "source": "literal", "addresses": [name.strip("[]")], "loopback": literal,
+                "first_loopback": literal}
     addresses = (hosts or {}).get(name.lower(), [])
     if addresses:
-        return {"name": name, "source": HOSTS_FILE, "addresses": addresses,
-                "loopback": is_loopback_address(addresses[0]) is True}
+        flags = [is_loopback_address(address) is True for address in addresses]
+        return {"name": name, "source": HOSTS_FILE, "addresses": addresses, "loopback": all(flags),
+                "first_loopback": flags[0]}
     # glibc answers "localhost" itself when /etc/hosts lacks it.
+    known = True if name.lower() == "localhost" else None
     return {"name": name, "source": "not-in-hosts-file" if hosts is not None else "hosts-file-unreadable",
-            "addresses": [], "loopback": True if name.lower() == "localhost" else None}
+            "addresses": [], "loopback": known, "first_loopback": known}
 
 
 def get_name_resolution_facts(hostname, master_addr):
@@ -2034,7 +2039,7 @@ def rule_multi_node_names(facts):
             fix="export MASTER_ADDR=<address of node 0 as this node reaches it, e.g. from: getent ahostsv4 "
                 "<node 0 hostname>>; or drop the loopback line for that name from %s on this node" % HOSTS_FILE))
     own = resolution.get("hostname")
-    if own and own["loopback"] and "GLOO_SOCKET_IFNAME" not in launch:
+    if own and own["first_loopback"] and "GLOO_SOCKET_IFNAME" not in launch:
         found.append(finding("launch-hostname-loopback", {
             "hostname": own["name"], "resolved": own, "multi_node_because": said,
             "GLOO_SOCKET_IFNAME": None, "interfaces": environment.get("network_interfaces"),

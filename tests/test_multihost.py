@@ -33,13 +33,17 @@ HANG_GUARD = 6 * FAIL_TIMEOUT + 300
 RECIPE_ARGS = ["--threads", "1", "--epochs", "2", "--num-nodes", "600"]
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def require_namespaces():
     reason = _netns.unavailable_reason()
     if reason:
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    require_namespaces()
     with _netns.Cluster(3) as made:
         yield made
     assert not made.leftovers()
@@ -128,12 +132,11 @@ def test_each_host_has_its_own_interfaces_hosts_file_and_name(hosts):
         assert environment["network_interfaces"] == sorted(["lo", host.ifname])
         own = environment["name_resolution"]["hostname"]
         assert own == {"name": host.hostname, "source": "/etc/hosts", "addresses": [host.address],
-                       "loopback": False}
+                       "loopback": False, "first_loopback": False}
 
 
 def test_cluster_removes_what_it_made():
-    if _netns.unavailable_reason():
-        pytest.skip(_netns.unavailable_reason())
+    require_namespaces()
     with _netns.Cluster(1) as made:
         assert made.leftovers() == sorted([made.switch, made.hosts[0].netns])
         hosts_file = made.hosts[0].hosts_file()
@@ -213,8 +216,8 @@ def test_master_addr_resolving_to_loopback_on_a_worker_host(hosts, neighbor_back
     master_port = port()
     worker = host_env(b, **env_launch(1, 2, "host-a", master_port, NODE_RANK="1"))
     found = only(checker_on(b, worker), "launch-master-addr-loopback")
-    assert found["evidence"]["resolved"] == {"name": "host-a", "source": "/etc/hosts",
-                                             "addresses": ["127.0.1.1"], "loopback": True}
+    assert found["evidence"]["resolved"] == {"name": "host-a", "source": "/etc/hosts", "addresses": ["127.0.1.1"],
+                                             "loopback": True, "first_loopback": True}
     assert "DNS" in found["evidence"]["not_checked"]
     # Rank 0's host resolves the name properly: nothing to say there.
     master = host_env(a, **env_launch(0, 2, "host-a", master_port, NODE_RANK="0"))
