@@ -34,6 +34,26 @@ def unavailable_reason():
     return None
 
 
+def remove_stale(prefix="pygmh"):
+    """Delete namespaces (and /etc/netns entries) left by a test run that was killed.
+
+    Names carry the creating process id, so only those of processes that no
+    longer exist are removed; a concurrent run keeps its own.
+    """
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    for name in [line.split()[0] for line in listed if line.startswith(prefix)]:
+        pid = name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not os.path.exists("/proc/%s" % pid):
+            for process_id in subprocess.run(["ip", "netns", "pids", name], capture_output=True,
+                                             text=True).stdout.split():
+                try:
+                    os.kill(int(process_id), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+            shutil.rmtree(os.path.join(NETNS_ETC, name), ignore_errors=True)
+
+
 class Host(object):
     def __init__(self, cluster, index):
         letter = "abcdefgh"[index]
@@ -102,6 +122,7 @@ class Cluster(object):
         subprocess.run(["ip"] + list(args), check=True, capture_output=True, text=True)
 
     def create(self):
+        remove_stale()
         self.ip("netns", "add", self.switch)
         self.ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         self.ip("-n", self.switch, "link", "set", "br0", "up")
