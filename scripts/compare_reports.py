@@ -431,8 +431,9 @@ def to_markdown(document):
                 for e in entries)))
         lines.append("")
     for item in document["findings"]:
-        lines.append("## %s `%s`: %s" % (item["severity"], item["id"], item["title"]))
         evidence = item["evidence"]
+        title = "%s differs" % evidence["fact"] if "fact" in evidence else item["title"]
+        lines.append("## %s `%s`: %s" % (item["severity"], item["id"], title))
         for group_entry in evidence.get("groups", []):
             lines.append("- %s: %s" % (markdown_value(group_entry["value"]), ", ".join(group_entry["hosts"])))
         if "groups" not in evidence:

@@ -147,7 +147,7 @@ def test_folder_of_reports_and_markdown(tmp_path):
     completed, _ = compare(folder, "--format", "markdown")
     assert completed.returncode == 1
     assert "| MASTER_PORT **(differs)** |" in completed.stdout
-    assert "## error `cluster-launch-disagrees`" in completed.stdout
+    assert "## error `cluster-launch-disagrees`: MASTER_PORT differs" in completed.stdout
 
 
 def test_single_report_is_info(tmp_path):
