@@ -876,11 +876,22 @@ def compiled_cuda_version(namespace):
 
 def probe_pyg():
     import warnings
+    import torch
     started = time.time()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        import torch_geometric
-        import torch_geometric.typing as typing
+    show_config = torch.__config__.show
+    if torch.version.cuda:
+        # torch_geometric/typing.py computes NO_MKL from 'USE_MKL=OFF' in
+        # torch.__config__.show(); on a CUDA build show() calls
+        # cudaGetDeviceCount, which initialises the driver (cuInit). The MKL
+        # build flag gives PyG the same answer without any CUDA call.
+        torch.__config__.show = lambda: "USE_MKL=%s" % ("ON" if torch.backends.mkl.is_available() else "OFF")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch_geometric
+            import torch_geometric.typing as typing
+    finally:
+        torch.__config__.show = show_config
     flags = {}
     for name in sorted(dir(typing)):
         if name.startswith(("WITH_", "NO_")):
