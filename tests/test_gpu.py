@@ -376,3 +376,48 @@ def test_device_check_without_nvidia_smi_says_so(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mode"] == "dry" and summary["gpu"] is False
     assert summary["checks"] == {}
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# nvidia-smi as a simulated host's shows it: the GPU list, and no compute apps.
+case "$*" in
+  *--query-gpu=*) cat {csv} ;;
+  *--query-compute-apps=*) ;;
+  *) echo "NVIDIA-SMI (fake for tests)" ;;
+esac
+"""
+
+
+def test_device_check_plumbing_on_a_simulated_host(host, tmp_path):
+    """GPU mode end to end against the fake NVML and a fake nvidia-smi that agree.
+
+    Its NVML-versus-nvidia-smi and no-context checks pass, and the checker's verdict
+    on this CPU-only torch (no usable GPU) agrees with torch's own; what needs a
+    real GPU (nccl, the batch on the GPU) fails here, as it must.
+    """
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = fake_nvml.host_config(fake_nvml.H100, 2, fake_nvml.DRIVER_580)
+    csv_file = tmp_path / "gpus.csv"
+    csv_file.write_text("".join("%s, %s, %s, %d MiB, %s\n" % (
+        fake_nvml.H100["name"], fake_nvml.uuid(i), fake_nvml.H100["capability"],
+        fake_nvml.H100["memory_total"] // 2 ** 20, fake_nvml.DRIVER_580[0]) for i in range(2)))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_NVIDIA_SMI.format(csv=csv_file))
+    smi.chmod(0o755)
+    env = host.env(lines, extra={"OUT": str(out), "DEVICE_CHECK_PYTHON": sys.executable,
+                                 "PATH": "%s:%s" % (bin_dir, os.environ["PATH"])})
+    done = subprocess.run(["bash", str(DEVICE_CHECK)], capture_output=True, text=True, env=env, timeout=900,
+                          cwd=str(ROOT))
+    summary = json.loads((out / "summary.json").read_text())
+    checks = summary["checks"]
+    assert summary["mode"] == "gpu" and done.returncode == 1, done.stdout + done.stderr
+    assert checks["nvml_vs_nvidia_smi"]["passed"] is True, checks["nvml_vs_nvidia_smi"]
+    assert checks["no_cuda_context"]["passed"] is True and checks["no_cuda_context"]["polls"] > 0
+    assert checks["checker_vs_torch"]["passed"] is True
+    assert checks["checker_vs_torch"]["checker"]["blocked_by"] == ["torch-not-a-cuda-build"]
+    assert checks["checker_vs_torch"]["torch"]["available"] is False
+    assert checks["nccl_all_reduce"]["passed"] is False
+    assert checks["neighbor_loader_to_gpu"]["passed"] is False
