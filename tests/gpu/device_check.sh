@@ -50,6 +50,7 @@ while kill -0 "$CHECKER_PID" 2>/dev/null; do
         >> "$OUT/checker-pids.log"
     nvidia-smi --query-compute-apps=pid --format=csv,noheader >> "$OUT/compute-apps.log" 2>&1
     POLLS=$((POLLS + 1))
+    sleep 0.05
 done
 wait "$CHECKER_PID"
 echo "$?" > "$OUT/checker.rc"
@@ -126,6 +127,14 @@ def load(name):
         return {"unreadable": str(error)}
 
 
+def stderr_tail(name):
+    try:
+        with open(os.path.join(out, name + ".stderr"), errors="replace") as handle:
+            return handle.read()[-600:] or None
+    except OSError:
+        return None
+
+
 checks = {}
 checker = load("checker.json") or {}
 nvml = ((checker.get("cuda") or {}).get("nvml")) or {}
@@ -145,6 +154,8 @@ checks["no_cuda_context"] = {"passed": polls > 0 and not (apps & pids), "polls":
                              "context_created_reported": (checker.get("cuda") or {}).get("context_created")}
 
 truth = load("torch-truth.json") or {}
+if "available" not in truth:
+    truth["stderr_tail"] = stderr_tail("torch-truth")
 cuda = checker.get("cuda") or {}
 usable = truth.get("available") and "kernel_error" not in truth
 checks["checker_vs_torch"] = {
@@ -154,22 +165,25 @@ checks["checker_vs_torch"] = {
     "torch": truth, "checker_exit_code": int(open(os.path.join(out, "checker.rc")).read())}
 
 nccl = load("nccl.json") or {}
-checks["nccl_all_reduce"] = {"passed": nccl.get("ok") is True, "result": nccl}
+checks["nccl_all_reduce"] = {"passed": nccl.get("ok") is True, "result": nccl,
+                             "stderr_tail": None if nccl.get("ok") else stderr_tail("nccl")}
 
 ddp = load("ddp.json") or {}
 no_backend = any(f.get("id") == "neighbor-sampling-unavailable" for f in ddp.get("findings") or [])
 checks["ddp_recipe_nccl"] = {"passed": ddp.get("ok") is True or no_backend, "ran": ddp.get("ok") is True,
                              "backend": ddp.get("backend"), "epochs": ddp.get("epochs"),
-                             "error": ddp.get("error"),
+                             "error": ddp.get("error"), "exit_code": int(open(os.path.join(out, "ddp.rc")).read()),
+                             "stderr_tail": None if ddp.get("ok") else stderr_tail("ddp"),
                              "note": "no pyg-lib or torch-sparse in this image: the recipe cannot sample "
                                      "(it says neighbor-sampling-unavailable)" if no_backend else None}
 
 loader = load("neighbor-loader.json") or {}
 checks["neighbor_loader_to_gpu"] = {"passed": str(loader.get("device", "")).startswith("cuda"),
                                     "sampled": loader.get("sampled"), "result": loader,
-                                    "note": None if loader.get("sampled") else
-                                    "NeighborLoader cannot sample without pyg-lib or torch-sparse; "
-                                    "a full-graph Data was moved to the GPU instead"}
+                                    "note": "NeighborLoader cannot sample without pyg-lib or torch-sparse; "
+                                            "a full-graph Data was moved to the GPU instead"
+                                    if loader.get("sampled") is False else None,
+                                    "stderr_tail": None if loader.get("device") else stderr_tail("neighbor-loader")}
 summary = {"mode": "gpu", "gpu": True, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
 with open(os.path.join(out, "summary.json"), "w") as handle:
     json.dump(summary, handle, indent=2)
