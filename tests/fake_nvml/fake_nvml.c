@@ -138,9 +138,10 @@ int nvmlSystemGetDriverVersion(char *version, unsigned length) {
 }
 
 int nvmlSystemGetCudaDriverVersion(int *version) {
+    if (!fake.initialised) return NVML_ERROR_UNINITIALIZED;
     if (version == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (fake.cuda_driver_version == 0) return NVML_ERROR_UNKNOWN;
-    *version = fake.cuda_driver_version;  /* real NVML answers this without nvmlInit too */
+    *version = fake.cuda_driver_version;
     return NVML_SUCCESS;
 }
 
