@@ -1469,9 +1469,9 @@ def resolve_visible_devices(value, devices):
     CUDA stops at the first entry that names no device (later entries are
     ignored too), and torch reads a repeated device as no device at all.
     """
-    if value is None:
-        return {"set": False, "visible": [{"index": d["index"], "mig": None} for d in devices],
-                "unmatched": [], "ignored": []}
+    if value is None or not devices:
+        return {"set": value is not None, "value": value, "unmatched": [], "ignored": [],
+                "visible": [{"index": d["index"], "mig": None} for d in devices]}
     visible, unmatched, ignored = [], [], []
     entries = [e.strip() for e in value.split(",")]
     for position, entry in enumerate(entries):
@@ -1493,7 +1493,8 @@ def cuda_usability(cuda):
 
     available: true when NVML lists devices, CUDA_VISIBLE_DEVICES leaves some,
     the driver's CUDA major is at least torch's, and torch has kernels for at
-    least one visible device; null when NVML fails in a way CUDA may survive.
+    least one visible device; null when that cannot be told without a CUDA
+    call (NVML fails in a way CUDA may survive) or nothing was probed.
     """
     nvml = cuda.get("nvml") or {}
     devices = (nvml.get("devices") or []) if nvml.get("available") else []
@@ -1507,9 +1508,13 @@ def cuda_usability(cuda):
                                                                                     capability)})
     built, driver = cuda.get("built_with"), nvml.get("cuda_driver_version")
     blocked = []
-    if not cuda.get("compiled"):
+    if "compiled" not in cuda:
+        blocked.append("torch-not-probed")  # --static-only, or torch failed first
+    elif not cuda["compiled"]:
         blocked.append("torch-not-a-cuda-build")
-    if nvml.get("reason") == "library-not-found":
+    if not nvml:
+        blocked.append("nvml-not-probed")
+    elif nvml.get("reason") == "library-not-found":
         blocked.append("no-nvidia-driver")
     elif nvml.get("reason") == "init-failed":
         blocked.append("nvml-init-failed")
@@ -1521,9 +1526,10 @@ def cuda_usability(cuda):
         blocked.append("cuda-driver-too-old")
     if cuda.get("compiled") and archs and not any(a["kernels"] for a in archs):
         blocked.append("cuda-arch-not-compiled")
-    unknown = blocked == ["nvml-init-failed"] and cuda.get("compiled") and (
-        (nvml.get("error") or {}).get("name") not in NVML_FATAL_ERRORS)
-    available = None if unknown else not blocked
+    undecided = ["torch-not-probed", "nvml-not-probed"]
+    if (nvml.get("error") or {}).get("name") not in NVML_FATAL_ERRORS:
+        undecided.append("nvml-init-failed")  # CUDA may work although NVML does not
+    available = None if blocked and all(b in undecided for b in blocked) else not blocked
     return {
         "available": available,
         "device_count": len(visibility["visible"]) if available else 0,
