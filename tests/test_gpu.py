@@ -238,6 +238,7 @@ def test_cpu_only_torch_on_a_gpu_host(host):
 
 @diagnoses("cuda-visible-devices-hides-all")
 @pytest.mark.parametrize("value, reason", [
+    ("", "empty"),
     ("-1", "a negative index"),
     ("4", "no device 4: NVML lists 4 (indices 0-3)"),
     ("GPU-deadbeef", "matches no device UUID NVML lists"),
@@ -322,10 +323,17 @@ def test_gpu_sampling_finding_needs_gpus(cuda_python):
 # ---------------------------------------------------------------------------
 
 def traced(command, env, trace):
-    subprocess.run(["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=openat,open,execve"] + command,
+    subprocess.run(["strace", "-f", "-qq", "-o", str(trace), "-e",
+                    "trace=openat,open,creat,execve,socket,connect,bind,mkdir,mkdirat,rename,renameat,renameat2,"
+                    "unlink,unlinkat"] + command,
                    capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
     text = trace.read_text()
+    lines = text.splitlines()
     return {
+        "writes": [line for line in lines if "= -1" not in line and "/dev/" not in line and (
+            re.search(r"\bopen(at)?\(.*O_(WRONLY|RDWR|CREAT)", line)
+            or re.search(r"\b(mkdir|mkdirat|rename\w*|unlink\w*|creat)\(", line))],
+        "sockets": [line for line in lines if re.search(r"\b(socket|connect|bind)\(", line) and "= -1" not in line],
         # The CUDA runtime dlopens libcuda.so.1 before cuInit; CUDA's math
         # libraries also try it when they load, so every `import torch` does.
         "libcuda": len(re.findall(r'open(?:at)?\(.*"[^"]*/libcuda\.so[^"]*"', text)),
@@ -350,6 +358,7 @@ def test_no_cuda_call_and_no_extra_process(host, cuda_python, tmp_path):
     # `import torch` alone: no CUDA runtime call, hence no cuInit and no context.
     assert checker["libcuda"] == imports_torch["libcuda"]
     assert checker["devices"] == []
+    assert checker["writes"] == [] and checker["sockets"] == []
     # Processes: the checker, its one probe child, and what `import torch` itself starts.
     assert checker["programs"][:2] == [sys.executable, python]
     assert sorted(checker["programs"][2:]) == sorted(imports_torch["programs"][1:])
