@@ -2332,9 +2332,10 @@ def rule_gpu(facts, options):
                     "torch": torch.get("version"),
                     "minimum_driver_for_cuda_%d" % major: ">= %s" % CUDA_MAJOR_MIN_DRIVER.get(major, "?")}
         if other_major:
+            found_version = parse_version(driver)[0] * 1000 + parse_version(driver)[1] * 10  # as CUDA prints it
             evidence["predicted_error"] = (
                 "RuntimeError: The NVIDIA driver on your system is too old (found version %d); "
-                "torch.cuda.is_available() is False" % (parse_version(driver)[0] * 1000 + parse_version(driver)[1] * 10))
+                "torch.cuda.is_available() is False" % found_version)
         else:
             evidence["compatibility"] = (
                 "minor-version compatibility: a CUDA %s build runs on a CUDA %s driver for its precompiled "
@@ -2381,9 +2382,11 @@ def rule_gates_cuda_distributed(facts, options):
                 "torch_cuda": torch.get("cuda"), "nvml": cuda.get("nvml"), "blocked_by": cuda.get("blocked_by"),
                 "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
                 severity="error" if options.require_cuda else "info",
-                fix=blocking_fix(cuda) if torch.get("cuda") else "%s -m pip install torch  # the default Linux wheel is a CUDA "
+                fix=None if torch.get("cuda") else "%s -m pip install torch  # the default Linux wheel is a CUDA "
                                                    "build; or pick one at https://pytorch.org/get-started"
                 % interpreter(facts)))
+            if torch.get("cuda"):
+                found[-1]["fix"] = blocking_fix(cuda)
     distributed = facts.get("distributed") or {}
     if torch.get("status") == "ok" and not distributed.get("available", False):
         found.append(finding("distributed-unavailable", {"distributed": distributed},
