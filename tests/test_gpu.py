@@ -44,8 +44,8 @@ def cuda_python():
         if out.returncode == 0:
             view = json.loads(out.stdout.strip().splitlines()[-1])
     if view is None or not view["cuda"]:
-        message = ("no CUDA build of torch at %s (set %s to the bin/python of a venv with torch 2.14.1+cu130 and torch_geometric 2.8.1)"
-                   % (python, CUDA_PYTHON_VARIABLE))
+        message = ("no CUDA build of torch at %s (set %s to the bin/python of a venv with torch 2.14.1+cu130 "
+                   "and torch_geometric 2.8.1)" % (python, CUDA_PYTHON_VARIABLE))
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
