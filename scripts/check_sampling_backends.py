@@ -153,7 +153,7 @@ FINDINGS = {
     "temporal-sampling-unavailable": ("info", "temporal neighbour sampling needs pyg-lib"),
     "metis-unavailable": ("warning", "METIS partitioning (ClusterData, Partitioner) is unavailable"),
     "distributed-sampling-unavailable": ("info", "DistNeighborSampler's pyg-lib operators are missing"),
-    "gpu-sampling-unavailable": ("info", "neighbour sampling cannot run on the GPU"),
+    "gpu-sampling-needs-cugraph": ("info", "PyG samples neighbours on the CPU; GPU sampling needs cuGraph-PyG"),
     "legacy-extension-ignored": ("warning", "an extension PyG no longer uses is installed"),
     "duplicate-distribution": ("error", "two installations provide the same package"),
     "conda-pip-mixed": ("warning", "conda and pip both manage the PyG stack"),
@@ -176,6 +176,12 @@ FINDINGS = {
     "cpu-threads-oversubscribed": ("warning", "threads times local processes exceed the available cores"),
     "cpu-numa-multi-node": ("info", "the machine has several NUMA nodes"),
     "cuda-unavailable": ("warning", "torch sees no CUDA device"),
+    "nvml-init-failed": ("warning", "NVML (the driver's management library) fails to initialise"),
+    "cuda-driver-too-old": ("error", "the NVIDIA driver is older than torch's CUDA runtime"),
+    "cuda-arch-not-compiled": ("error", "torch has no kernels for this GPU's compute capability"),
+    "cuda-torch-cpu-only": ("warning", "a CPU-only torch on a host with NVIDIA GPUs"),
+    "cuda-visible-devices-hides-all": ("error", "CUDA_VISIBLE_DEVICES hides every GPU"),
+    "cuda-visible-devices-unknown-device": ("warning", "CUDA_VISIBLE_DEVICES names a GPU that does not exist"),
     "distributed-unavailable": ("warning", "torch.distributed or the requested backend is unavailable"),
 }
 
@@ -196,6 +202,12 @@ what it guarantees:
   Read-only: no file or directory written, no socket opened, no CUDA context
   created (CUDA facts come from NVML), no service started, nothing downloaded,
   no prompt. Imports happen in a child interpreter bounded by --timeout.
+
+environment:
+  SCALABLE_DISTRIBUTED_NVML=/path/libnvidia-ml.so.1
+      load NVML from this file instead of the driver's libnvidia-ml.so.1 as the
+      dynamic loader finds it (LD_LIBRARY_PATH, then the ldconfig cache)
+  CUDA_VISIBLE_DEVICES  read as CUDA reads it and checked against NVML's GPUs
 
 examples:
   python scripts/check_sampling_backends.py --pretty
@@ -679,44 +691,116 @@ def captured_warnings(caught):
     return [{"category": w.category.__name__, "message": str(w.message)[:2000]} for w in caught]
 
 
+# NVML return codes (nvml.h) -> their NVML_ERROR_* names.
+NVML_ERRORS = {
+    1: "UNINITIALIZED", 2: "INVALID_ARGUMENT", 3: "NOT_SUPPORTED", 4: "NO_PERMISSION",
+    5: "ALREADY_INITIALIZED", 6: "NOT_FOUND", 7: "INSUFFICIENT_SIZE", 8: "INSUFFICIENT_POWER",
+    9: "DRIVER_NOT_LOADED", 10: "TIMEOUT", 11: "IRQ_ISSUE", 12: "LIBRARY_NOT_FOUND",
+    13: "FUNCTION_NOT_FOUND", 14: "CORRUPTED_INFOROM", 15: "GPU_IS_LOST", 16: "RESET_REQUIRED",
+    17: "OPERATING_SYSTEM", 18: "LIB_RM_VERSION_MISMATCH", 19: "IN_USE", 20: "MEMORY", 21: "NO_DATA",
+    999: "UNKNOWN",
+}
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_BUFFER = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE
+# Where NVML is loaded from: the driver's soname, found by the dynamic loader
+# (LD_LIBRARY_PATH, ldconfig cache), unless this variable names a file.
+NVML_LIBRARY = "libnvidia-ml.so.1"
+NVML_LIBRARY_VARIABLE = "SCALABLE_DISTRIBUTED_NVML"
+
+
 def probe_nvml():
-    """GPU facts from NVML through ctypes: no CUDA context, no GPU memory."""
+    """GPU facts from NVML through ctypes: no CUDA call, no context, no GPU memory."""
     import ctypes
+    library = os.environ.get(NVML_LIBRARY_VARIABLE) or NVML_LIBRARY
+    facts = {"available": False, "library": library, "library_override": NVML_LIBRARY_VARIABLE in os.environ}
     try:
-        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        nvml = ctypes.CDLL(library)
     except OSError as error:
-        return {"available": False, "reason": str(error)}
-    if nvml.nvmlInit_v2() != 0:
-        return {"available": False, "reason": "nvmlInit_v2 failed"}
+        facts.update(reason="library-not-found", message=str(error)[:500])
+        return facts
+    error_string = getattr(nvml, "nvmlErrorString", None)
+    if error_string is not None:
+        error_string.restype = ctypes.c_char_p
+
+    def describe(code):
+        message = error_string(code) if error_string is not None else None
+        return {"code": code, "name": "NVML_ERROR_" + NVML_ERRORS.get(code, "UNKNOWN"),
+                "message": message.decode("utf-8", "replace")[:200] if message else None}
+
+    def call(name, *arguments):
+        function = getattr(nvml, name, None)
+        return NVML_ERROR_FUNCTION_NOT_FOUND if function is None else function(*arguments)
+
+    code = call("nvmlInit_v2")
+    if code != 0:
+        facts.update(reason="init-failed", error=describe(code))
+        return facts
     try:
-        buffer = ctypes.create_string_buffer(96)
-        driver = None
-        if nvml.nvmlSystemGetDriverVersion(buffer, 96) == 0:
-            driver = buffer.value.decode()
-        cuda_driver = ctypes.c_int()
-        cuda_driver_version = None
-        if nvml.nvmlSystemGetCudaDriverVersion_v2(ctypes.byref(cuda_driver)) == 0:
-            cuda_driver_version = "%d.%d" % (cuda_driver.value // 1000, cuda_driver.value % 1000 // 10)
+        facts["available"] = True
+        text = ctypes.create_string_buffer(NVML_BUFFER)
+        facts["driver_version"] = text.value.decode("utf-8", "replace") if call(
+            "nvmlSystemGetDriverVersion", text, NVML_BUFFER) == 0 else None
+        # The newest CUDA version this driver supports, as 1000 * major + 10 * minor.
+        version = ctypes.c_int()
+        facts["cuda_driver_version"] = None
+        for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            if call(name, ctypes.byref(version)) == 0:
+                facts["cuda_driver_version"] = "%d.%d" % (version.value // 1000, version.value % 1000 // 10)
+                break
         count = ctypes.c_uint()
-        devices = []
-        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0:
-            for index in range(count.value):
-                handle = ctypes.c_void_p()
-                if nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
-                    continue
-                device = {"index": index}
-                if nvml.nvmlDeviceGetName(handle, buffer, 96) == 0:
-                    device["name"] = buffer.value.decode()
-                if nvml.nvmlDeviceGetUUID(handle, buffer, 96) == 0:
-                    device["uuid"] = buffer.value.decode()
-                major, minor = ctypes.c_int(), ctypes.c_int()
-                if nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
-                    device["capability"] = "%d.%d" % (major.value, minor.value)
-                devices.append(device)
-        return {"available": True, "driver_version": driver,
-                "cuda_driver_version": cuda_driver_version, "devices": devices}
+        facts["devices"] = []
+        code = call("nvmlDeviceGetCount_v2", ctypes.byref(count))
+        if code != 0:
+            facts["count_error"] = describe(code)
+            return facts
+        for index in range(min(count.value, 64)):
+            facts["devices"].append(nvml_device(nvml, call, describe, index))
+        return facts
     finally:
-        nvml.nvmlShutdown()
+        call("nvmlShutdown")
+
+
+def nvml_device(nvml, call, describe, index):
+    """Name, UUID, compute capability, memory and MIG state of one NVML device."""
+    import ctypes
+    device = {"index": index}
+    handle = ctypes.c_void_p()
+    code = call("nvmlDeviceGetHandleByIndex_v2", index, ctypes.byref(handle))
+    if code != 0:
+        device["error"] = describe(code)
+        return device
+    text = ctypes.create_string_buffer(NVML_BUFFER)
+    if call("nvmlDeviceGetName", handle, text, NVML_BUFFER) == 0:
+        device["name"] = text.value.decode("utf-8", "replace")
+    if call("nvmlDeviceGetUUID", handle, text, NVML_BUFFER) == 0:
+        device["uuid"] = text.value.decode("utf-8", "replace")
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    if call("nvmlDeviceGetCudaComputeCapability", handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
+        device["capability"] = "%d.%d" % (major.value, minor.value)
+    class Memory(ctypes.Structure):  # nvmlMemory_t
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+    memory = Memory()
+    if call("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory)) == 0:
+        device["memory_total_bytes"] = int(memory.total)
+    current, pending = ctypes.c_uint(), ctypes.c_uint()
+    code = call("nvmlDeviceGetMigMode", handle, ctypes.byref(current), ctypes.byref(pending))
+    device["mig_mode"] = None  # the GPU has no MIG (NVML_ERROR_NOT_SUPPORTED)
+    if code == 0:
+        device["mig_mode"] = {"current": current.value, "pending": pending.value}
+    elif code != NVML_ERROR_NOT_SUPPORTED:
+        device["mig_mode"] = {"error": describe(code)}
+    if code == 0 and current.value == 1:
+        device["mig_devices"] = []
+        slots = ctypes.c_uint()
+        if call("nvmlDeviceGetMaxMigDeviceCount", handle, ctypes.byref(slots)) == 0:
+            for slot in range(min(slots.value, 16)):
+                mig = ctypes.c_void_p()
+                if call("nvmlDeviceGetMigDeviceHandleByIndex", handle, slot, ctypes.byref(mig)) != 0:
+                    continue  # an empty slot is NVML_ERROR_NOT_FOUND
+                if call("nvmlDeviceGetUUID", mig, text, NVML_BUFFER) == 0:
+                    device["mig_devices"].append({"slot": slot, "uuid": text.value.decode("utf-8", "replace")})
+    return device
 
 
 def probe_torch():
@@ -750,20 +834,52 @@ def cudnn_version(torch):
 
 
 def probe_cuda(nvml):
+    """What torch's CUDA build brings, read without any CUDA call.
+
+    torch.cuda.is_available() and device_count() are not called: when NVML
+    cannot answer they fall back to cudaGetDeviceCount, which runs cuInit.
+    Availability is derived from NVML and these facts in the parent.
+    """
     import torch
-    # PYTORCH_NVML_BASED_CUDA_CHECK=1 (set by the parent) makes these two
-    # calls ask NVML instead of initialising the CUDA driver context.
-    available = torch.cuda.is_available()
+    compiled = bool(torch.version.cuda) and hasattr(torch._C, "_cuda_getDeviceCount")
     facts = {
         "built_with": torch.version.cuda,
-        "available": available,
-        "device_count": torch.cuda.device_count() if available else 0,
-        "arch_list": torch.cuda.get_arch_list() if available else [],
+        "compiled": compiled,
+        "arch_list": [],
+        "nccl_version": None,
+        "cudnn_version": None,
         "visible_devices_env": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "releases_code_cc": torch_release_archs(),
         "nvml": nvml,
     }
+    if compiled:
+        # The compile-time list; torch.cuda.get_arch_list() returns [] unless is_available().
+        facts["arch_list"] = torch._C._cuda_getArchFlags().split()
+        try:
+            import torch.cuda.nccl
+            facts["nccl_version"] = list(torch.cuda.nccl.version())
+        except Exception as error:  # a build without NCCL
+            facts["nccl_error"] = describe_exception(error)
+        try:
+            # Not torch.backends.cudnn.version(): its first call checks every
+            # device's capability, which creates a CUDA context.
+            from torch._C import _cudnn
+            facts["cudnn_version"] = int(_cudnn.getVersionInt())
+        except Exception as error:  # a build without cuDNN
+            facts["cudnn_error"] = describe_exception(error)
     facts["context_created"] = bool(torch.cuda.is_initialized())
     return facts
+
+
+def torch_release_archs():
+    """torch's own table of the compute capabilities each CUDA build of this release has."""
+    import platform
+    import torch.cuda
+    table = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", None)
+    if not isinstance(table, dict):
+        return None
+    machine = "aarch64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
+    return {cuda: sorted(by_machine.get(machine, ())) for cuda, by_machine in table.items()}
 
 
 def probe_distributed():
@@ -847,11 +963,22 @@ def compiled_cuda_version(namespace):
 
 def probe_pyg():
     import warnings
+    import torch
     started = time.time()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        import torch_geometric
-        import torch_geometric.typing as typing
+    show_config = torch.__config__.show
+    if torch.version.cuda:
+        # torch_geometric/typing.py computes NO_MKL from 'USE_MKL=OFF' in
+        # torch.__config__.show(); on a CUDA build show() calls
+        # cudaGetDeviceCount, which initialises the driver (cuInit). The MKL
+        # build flag gives PyG the same answer without any CUDA call.
+        torch.__config__.show = lambda: "USE_MKL=%s" % ("ON" if torch.backends.mkl.is_available() else "OFF")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch_geometric
+            import torch_geometric.typing as typing
+    finally:
+        torch.__config__.show = show_config
     flags = {}
     for name in sorted(dir(typing)):
         if name.startswith(("WITH_", "NO_")):
@@ -1034,7 +1161,7 @@ def run_child_step(step, results):
     if step == "torch":
         return probe_torch()
     if step == "cuda":
-        return probe_cuda(results.get("nvml"))
+        return probe_cuda((results.get("nvml") or {}).get("data"))
     if step == "distributed":
         return probe_distributed()
     if step.startswith("ext:"):
@@ -1314,6 +1441,7 @@ def assemble_facts(static, probe, python, options):
     if probe is None:
         facts["torch"] = {"status": "not-probed"}
     facts["cuda"] = step_data(results, "cuda") or dict(step_outcome(results, "cuda"), nvml=step_data(results, "nvml"))
+    facts["cuda"].update(cuda_usability(facts["cuda"]))
     facts["distributed"] = step_data(results, "distributed") or step_outcome(results, "distributed")
     pyg = step_data(results, "pyg")
     facts["pyg"] = dict(pyg, status="ok") if pyg else step_outcome(results, "pyg")
@@ -1350,6 +1478,172 @@ def assemble_facts(static, probe, python, options):
     }
     facts["install"] = install_facts(facts, python)
     return facts
+
+
+# The oldest driver branch of each CUDA major: from it on, minor-version
+# compatibility lets any CUDA x.y build run (NVIDIA CUDA Compatibility guide, table 1).
+CUDA_MAJOR_MIN_DRIVER = {11: "450.80.02", 12: "525", 13: "580"}
+# Jetson/embedded compute capabilities: code built for them runs only on them
+# and they run only their own code (torch.cuda.DEVICE_REQUIREMENT says the same).
+EXACT_ONLY_CAPABILITIES = (53, 62, 72, 87, 101, 110)
+# For a torch without PYTORCH_RELEASES_CODE_CC: PyTorch's CUDA support matrix
+# (RELEASE.md, releases 2.11 to 2.14, Linux x86_64) by CUDA version of the build.
+TORCH_CUDA_BUILD_ARCHS = {"12.6": [50, 60, 70, 75, 80, 86, 90], "13.0": [75, 80, 86, 90, 100, 120]}
+TORCH_INDEX = "https://download.pytorch.org/whl/%s"
+# NVML init errors after which CUDA cannot work either.
+NVML_FATAL_ERRORS = ("NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_LIB_RM_VERSION_MISMATCH")
+
+
+def torch_install_command(release, variant):
+    """pip line for torch `release` ('2.14.1') built for `variant` ('cu126', 'cpu') from PyTorch's index."""
+    return "pip install torch==%s --index-url %s" % (release, TORCH_INDEX % variant)
+
+
+def capability_number(text):
+    """'9.0' -> 90, '12.1' -> 121 (the numbering of sm_XY)."""
+    major, _, minor = (text or "").partition(".")
+    return int(major) * 10 + int(minor or 0) if major.isdigit() and (minor or "0").isdigit() else None
+
+
+def code_runs_on(code, ptx, device):
+    """Whether code compiled for sm_<code> (or PTX compute_<code>) runs on a device of that capability.
+
+    A cubin runs on later minors of its own major; PTX is JIT-compiled by the
+    driver for any later capability.
+    """
+    if code in EXACT_ONLY_CAPABILITIES or device in EXACT_ONLY_CAPABILITIES:
+        return code == device
+    if ptx:
+        return device >= code
+    return device // 10 == code // 10 and device >= code
+
+
+def arch_flags_cover(arch_list, device):
+    for flag in arch_list:
+        match = re.match(r"^(sm|compute)_(\d+)[af]?$", flag)
+        if match and code_runs_on(int(match.group(2)), match.group(1) == "compute", device):
+            return True
+    return False
+
+
+def match_visible_entry(entry, devices):
+    """What one CUDA_VISIBLE_DEVICES entry names: (NVML index, MIG UUID or None) or (None, why not)."""
+    if entry.startswith(("GPU-", "MIG-")):
+        if entry.startswith("MIG-"):
+            migs = [(d["index"], m["uuid"]) for d in devices for m in d.get("mig_devices") or []]
+            if not migs:
+                return None, "no GPU has MIG instances (MIG mode off or none created)"
+            found = [(index, mig) for index, mig in migs if mig.startswith(entry)]
+        else:
+            found = [(d["index"], None) for d in devices if (d.get("uuid") or "").startswith(entry)]
+        if len(found) == 1:
+            return found[0], None
+        return None, "matches no device UUID NVML lists" if not found else "ambiguous UUID prefix"
+    number = re.match(r"^\+?(\d+)", entry)  # CUDA reads entries like strtoul: '1gpu' is 1
+    if number:
+        index = int(number.group(1))
+        if index < len(devices):
+            return (index, None), None
+        return None, "no device %d: NVML lists %d (indices 0-%d)" % (index, len(devices), len(devices) - 1)
+    if entry.startswith("-"):
+        return None, "a negative index"
+    return None, "neither a device index nor a GPU-/MIG- UUID" if entry else "empty"
+
+
+def resolve_visible_devices(value, devices):
+    """CUDA's reading of CUDA_VISIBLE_DEVICES against NVML's device list.
+
+    CUDA stops at the first entry that names no device (later entries are
+    ignored too), and torch reads a repeated device as no device at all.
+    """
+    if value is None or not devices:
+        return {"set": value is not None, "value": value, "unmatched": [], "ignored": [],
+                "visible": [{"index": d["index"], "mig": None} for d in devices]}
+    visible, unmatched, ignored = [], [], []
+    entries = [e.strip() for e in value.split(",")]
+    for position, entry in enumerate(entries):
+        named, why = match_visible_entry(entry, devices)
+        if named is None:
+            unmatched.append({"entry": entry, "reason": why})
+            ignored = entries[position + 1:]
+            break
+        if any(v["index"] == named[0] and v["mig"] == named[1] for v in visible):
+            unmatched.append({"entry": entry, "reason": "repeats an earlier entry: torch then sees no device"})
+            visible = []
+            break
+        visible.append({"index": named[0], "mig": named[1], "entry": entry})
+    return {"set": True, "value": value, "visible": visible, "unmatched": unmatched, "ignored": ignored}
+
+
+def cuda_usability(cuda):
+    """Whether torch could really use the GPUs, derived without a CUDA call.
+
+    available: true when NVML lists devices, CUDA_VISIBLE_DEVICES leaves some,
+    the driver's CUDA major is at least torch's, and torch has kernels for at
+    least one visible device; null when that cannot be told without a CUDA
+    call (NVML fails in a way CUDA may survive) or nothing was probed.
+    """
+    nvml = cuda.get("nvml") or {}
+    devices = (nvml.get("devices") or []) if nvml.get("available") else []
+    visibility = resolve_visible_devices(cuda.get("visible_devices_env"), devices)
+    by_index = dict((d["index"], d) for d in devices)
+    archs = []
+    for entry in visibility["visible"]:
+        capability = capability_number(by_index[entry["index"]].get("capability"))
+        archs.append({"index": entry["index"], "capability": by_index[entry["index"]].get("capability"),
+                      "kernels": None if capability is None else arch_flags_cover(cuda.get("arch_list") or [],
+                                                                                    capability)})
+    built, driver = cuda.get("built_with"), nvml.get("cuda_driver_version")
+    blocked = []
+    if "compiled" not in cuda:
+        blocked.append("torch-not-probed")  # --static-only, or torch failed first
+    elif not cuda["compiled"]:
+        blocked.append("torch-not-a-cuda-build")
+    if not nvml:
+        blocked.append("nvml-not-probed")
+    elif nvml.get("reason") == "library-not-found":
+        blocked.append("no-nvidia-driver")
+    elif nvml.get("reason") == "init-failed":
+        blocked.append("nvml-init-failed")
+    elif not devices:
+        blocked.append("no-devices")
+    elif not visibility["visible"]:
+        blocked.append("cuda-visible-devices-hides-all")
+    if built and driver and parse_version(driver)[0] < parse_version(built)[0]:
+        blocked.append("cuda-driver-too-old")
+    if cuda.get("compiled") and archs and not any(a["kernels"] for a in archs):
+        blocked.append("cuda-arch-not-compiled")
+    undecided = ["torch-not-probed", "nvml-not-probed"]
+    if (nvml.get("error") or {}).get("name") not in NVML_FATAL_ERRORS:
+        undecided.append("nvml-init-failed")  # CUDA may work although NVML does not
+    available = None if blocked and all(b in undecided for b in blocked) else not blocked
+    return {
+        "available": available,
+        "device_count": len(visibility["visible"]) if available else 0,
+        "blocked_by": blocked,
+        "visible_devices": visibility,
+        "device_archs": archs,
+    }
+
+
+def torch_builds_covering(cuda, capabilities, within_driver=False):
+    """CUDA variants ('cu126') of the probed torch release with kernels for every capability.
+
+    Newest first, those the NVML driver runs without minor-version caveats
+    first; a build of a newer CUDA major than the driver's is left out, and
+    with within_driver so is any build newer than the driver's CUDA.
+    """
+    table = cuda.get("releases_code_cc") or TORCH_CUDA_BUILD_ARCHS
+    driver = (cuda.get("nvml") or {}).get("cuda_driver_version")
+    covering = [version for version, codes in table.items()
+                if all(any(code_runs_on(code, False, c) for code in codes) for c in capabilities)]
+    covering.sort(key=parse_version, reverse=True)
+    if driver:
+        have = parse_version(driver)[:2]
+        older = [v for v in covering if parse_version(v)[:2] <= have]
+        newer_minor = [v for v in covering if parse_version(v)[0] == have[0] and parse_version(v)[:2] > have]
+        covering = older + ([] if within_driver else newer_minor)
+    return [cuda_variant(version) for version in covering]
 
 
 def feature_matrix(facts, smoke, features):
@@ -1814,12 +2108,20 @@ def rule_feature_verdicts(facts, options):
                        "(sync mode) or a silent hang (async_sampling=True)"},
             fix=pyg_lib_fix))
     cuda = facts.get("cuda") or {}
-    if (cuda.get("device_count") or 0) > 0 and not features["gpu"]:
-        found.append(finding("gpu-sampling-unavailable", {
-            "device_count": cuda.get("device_count"), "torch_cuda": facts["torch"].get("cuda"),
+    gpus = len(((cuda.get("visible_devices") or {}).get("visible")) or [])
+    if gpus and not features["gpu"]:
+        # cuGraph-PyG's wheels exist per CUDA major; follow torch's, else the driver's.
+        major = parse_version(cuda.get("built_with") or (cuda.get("nvml") or {}).get("cuda_driver_version"))[0]
+        package = "cugraph-pyg-cu%d" % (major if major in (12, 13) else 13)
+        found.append(finding("gpu-sampling-needs-cugraph", {
+            "visible_gpus": gpus, "torch_cuda": cuda.get("built_with"),
+            "sampling_device": "cpu",
             "pyg_lib_cuda_kernels": facts["sampling"]["probe"].get("pyg_lib_cuda_sampling"),
-            "note": "NeighborLoader samples on the CPU by default; this only matters for GPU-side sampling"},
-            fix=pyg_lib_fix))
+            "note": "NeighborLoader's NeighborSampler samples on the CPU (pyg-lib or torch-sparse); batches are "
+                    "moved to the GPU afterwards (batch.to('cuda')). Sampling on the GPU means cuGraph-PyG's "
+                    "loaders and stores instead of PyG's."},
+            fix="%s -m pip install %s  # unrun; only if CPU sampling is the bottleneck: cuGraph-PyG's own "
+                "NeighborLoader samples on the GPU" % (interpreter(facts), package)))
     return found
 
 
@@ -2128,6 +2430,131 @@ def rule_cpu(facts, options):
     return found
 
 
+NVML_INIT_FIXES = {
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH":
+        "sudo reboot  # unrun; the loaded kernel module is older than the upgraded user-space driver; "
+        "without a reboot: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+    "NVML_ERROR_DRIVER_NOT_LOADED":
+        "sudo modprobe nvidia  # unrun; in a container, start it with the GPUs: docker run --gpus all ...",
+    "NVML_ERROR_NO_PERMISSION":
+        "ls -l /dev/nvidia*  # unrun; this user needs read/write on them (the video group, or the scheduler's "
+        "GPU allocation)",
+}
+
+
+def rule_nvml(facts, options):
+    nvml = (facts.get("cuda") or {}).get("nvml") or {}
+    if nvml.get("reason") != "init-failed":
+        return []
+    error = nvml.get("error") or {}
+    return [finding("nvml-init-failed", {
+        "library": nvml.get("library"), "error": error,
+        "nvidia_smi_says": "Failed to initialize NVML: %s" % error.get("message"),
+        "cuda_after_this": "fails too" if error.get("name") in NVML_FATAL_ERRORS else
+                           "may still work; the checker cannot tell without a CUDA call"},
+        severity="error" if error.get("name") in NVML_FATAL_ERRORS else None,
+        fix=NVML_INIT_FIXES.get(error.get("name"), "nvidia-smi  # unrun; shows the same NVML error with more context"))]
+
+
+def gpu_summary(devices):
+    return [dict((key, device.get(key)) for key in ("index", "name", "capability", "uuid")) for device in devices]
+
+
+def torch_build_fix(facts, builds, comment):
+    release = (facts["torch"].get("version") or "").split("+")[0]
+    if not builds or not release:
+        return None
+    return "%s -m %s  # unrun; %s" % (interpreter(facts), torch_install_command(release, builds[0]), comment)
+
+
+def rule_gpu(facts, options):
+    """GPU failures predicted from NVML and torch's build facts, before any CUDA call."""
+    cuda = facts.get("cuda") or {}
+    nvml = cuda.get("nvml") or {}
+    devices = (nvml.get("devices") or []) if nvml.get("available") else []
+    torch = facts["torch"]
+    if torch.get("status") != "ok" or "visible_devices" not in cuda or not devices:
+        return []
+    found = []
+    capabilities = sorted(set(c for c in (capability_number(d.get("capability")) for d in devices) if c))
+    if not cuda.get("compiled"):
+        if not torch.get("hip"):
+            builds = torch_builds_covering(cuda, capabilities)
+            found.append(finding("cuda-torch-cpu-only", {
+                "torch": torch.get("version"), "gpus": gpu_summary(devices),
+                "driver_cuda": nvml.get("cuda_driver_version"), "builds_with_kernels": builds,
+                "predicted_error": "AssertionError: Torch not compiled with CUDA enabled (at the first .cuda())"},
+                fix=torch_build_fix(facts, builds, "the CUDA build of the same torch release; then reinstall "
+                                    "PyG's extensions for it (install.command of a new run)")))
+        return found
+    visibility = cuda["visible_devices"]
+    if visibility["set"] and not visibility["visible"]:
+        found.append(finding("cuda-visible-devices-hides-all", {
+            "CUDA_VISIBLE_DEVICES": visibility["value"], "unmatched": visibility["unmatched"],
+            "nvml_devices": gpu_summary(devices),
+            "predicted_error": "torch.cuda.is_available() is False; .cuda() raises RuntimeError: "
+                               "No CUDA GPUs are available"},
+            fix="export CUDA_VISIBLE_DEVICES=%s  # or unset it; under SLURM let the allocation set it"
+            % ",".join(str(d["index"]) for d in devices)))
+    elif visibility["unmatched"]:
+        named = []
+        for entry in visibility["value"].split(","):
+            if match_visible_entry(entry.strip(), devices)[0] is not None and entry.strip() not in named:
+                named.append(entry.strip())
+        found.append(finding("cuda-visible-devices-unknown-device", {
+            "CUDA_VISIBLE_DEVICES": visibility["value"], "unmatched": visibility["unmatched"],
+            "ignored_after_it": visibility["ignored"],
+            "visible": [v["entry"] for v in visibility["visible"]], "nvml_devices": gpu_summary(devices)},
+            fix="export CUDA_VISIBLE_DEVICES=%s" % ",".join(named)))
+    built, driver = cuda.get("built_with"), nvml.get("cuda_driver_version")
+    if built and driver and parse_version(driver)[:2] < parse_version(built)[:2]:
+        major = parse_version(built)[0]
+        other_major = parse_version(driver)[0] < major
+        builds = torch_builds_covering(cuda, capabilities, within_driver=True)
+        evidence = {"driver_version": nvml.get("driver_version"), "driver_cuda": driver, "torch_cuda": built,
+                    "torch": torch.get("version"),
+                    "minimum_driver_for_cuda_%d" % major: ">= %s" % CUDA_MAJOR_MIN_DRIVER.get(major, "?")}
+        if other_major:
+            found_version = parse_version(driver)[0] * 1000 + parse_version(driver)[1] * 10  # as CUDA prints it
+            evidence["predicted_error"] = (
+                "RuntimeError: The NVIDIA driver on your system is too old (found version %d); "
+                "torch.cuda.is_available() is False" % found_version)
+        else:
+            evidence["compatibility"] = (
+                "minor-version compatibility: a CUDA %s build runs on a CUDA %s driver for its precompiled "
+                "kernels; JIT of newer PTX fails ('the provided PTX was compiled with an unsupported "
+                "toolchain') and features that need a newer driver are refused" % (built, driver))
+        upgrade = "or upgrade the NVIDIA driver to one whose CUDA version (nvidia-smi, top right) is >= %s" % built
+        found.append(finding("cuda-driver-too-old", evidence, severity=None if other_major else "warning",
+                             title=None if other_major else "the NVIDIA driver is one CUDA minor behind torch "
+                                                            "(minor-version compatibility)",
+                             fix=torch_build_fix(facts, builds, "a torch build this driver runs; " + upgrade)
+                             or "%s (unrun)" % upgrade[3:]))
+    missing = [a for a in cuda.get("device_archs") or [] if a["kernels"] is False]
+    if missing:
+        by_index = dict((d["index"], d) for d in devices)
+        lacking = sorted(set(capability_number(a["capability"]) for a in missing))
+        builds = torch_builds_covering(cuda, lacking)
+        evidence = {"gpus": gpu_summary([by_index[a["index"]] for a in missing]), "arch_list": cuda.get("arch_list"),
+                    "torch": torch.get("version"), "builds_with_kernels": builds,
+                    "predicted_error": "torch.AcceleratorError: CUDA error: no kernel image is available for "
+                                       "execution on the device",
+                    "raised_at": "the first CUDA kernel (torch only warns when CUDA initialises)"}
+        if (cuda.get("cudnn_version") or 0) >= 91100 and min(lacking) < 75:
+            evidence["cudnn"] = ("cuDNN %d refuses SM < 7.5: RuntimeError: cuDNN version %d is not compatible "
+                                 "with devices with SM < 7.5" % (cuda["cudnn_version"], cuda["cudnn_version"]))
+        found.append(finding("cuda-arch-not-compiled", evidence, fix=torch_build_fix(
+            facts, builds, "its kernels cover sm_%s; then reinstall PyG's extensions for it" % ", sm_".join(
+                str(c) for c in lacking))))
+    return found
+
+
+def blocking_fix(cuda):
+    """Point at the finding whose fix unblocks CUDA, when one does."""
+    named = [reason for reason in cuda.get("blocked_by") or [] if reason in FINDINGS]
+    return "apply the fix of the %s finding" % " and ".join(named) if named else None
+
+
 def rule_gates_cuda_distributed(facts, options):
     found = []
     torch = facts["torch"]
@@ -2135,12 +2562,14 @@ def rule_gates_cuda_distributed(facts, options):
     if torch.get("status") == "ok" and (cuda.get("device_count") or 0) == 0:
         if options.require_cuda or torch.get("cuda"):
             found.append(finding("cuda-unavailable", {
-                "torch_cuda": torch.get("cuda"), "nvml": cuda.get("nvml"),
+                "torch_cuda": torch.get("cuda"), "nvml": cuda.get("nvml"), "blocked_by": cuda.get("blocked_by"),
                 "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
                 severity="error" if options.require_cuda else "info",
                 fix=None if torch.get("cuda") else "%s -m pip install torch  # the default Linux wheel is a CUDA "
                                                    "build; or pick one at https://pytorch.org/get-started"
                 % interpreter(facts)))
+            if torch.get("cuda"):
+                found[-1]["fix"] = blocking_fix(cuda)
     distributed = facts.get("distributed") or {}
     if torch.get("status") == "ok" and not distributed.get("available", False):
         found.append(finding("distributed-unavailable", {"distributed": distributed},
@@ -2164,6 +2593,8 @@ RULES = (
     rule_pyg_defects,
     rule_launch_environment,
     rule_cpu,
+    rule_nvml,
+    rule_gpu,
     rule_gates_cuda_distributed,
 )
 
@@ -2184,8 +2615,9 @@ def evaluate_gates(facts, options):
         passed = bool(backend) and facts["sampling"]["smoke"].get(backend, {}).get("passed", False)
         gates["neighbor_backend"] = {"passed": passed, "backend": backend}
     if options.require_cuda:
-        count = (facts.get("cuda") or {}).get("device_count") or 0
-        gates["cuda"] = {"passed": count > 0, "device_count": count}
+        cuda = facts.get("cuda") or {}
+        count = cuda.get("device_count") or 0
+        gates["cuda"] = {"passed": cuda.get("available") is True and count > 0, "device_count": count}
     if options.require_distributed:
         distributed = facts.get("distributed") or {}
         backend = options.require_distributed
@@ -2337,7 +2769,8 @@ def build_parser():
                         help="exit 1 unless the backend NeighborLoader would use (pyg-lib or torch-sparse) "
                              "passed a functional smoke sample, not merely imported")
     parser.add_argument("--require-cuda", action="store_true",
-                        help="exit 1 unless torch sees at least one CUDA device (asked through NVML)")
+                        help="exit 1 unless torch could use at least one GPU: NVML lists it, CUDA_VISIBLE_DEVICES "
+                             "leaves it, the driver is new enough and torch has kernels for it (no CUDA call)")
     parser.add_argument("--require-distributed", nargs="?", const="any", metavar="BACKEND",
                         choices=("any", "gloo", "nccl", "mpi", "ucc"),
                         help="exit 1 unless torch.distributed is available (and BACKEND, one of gloo, nccl, "
