@@ -819,18 +819,9 @@ def probe_torch():
         "num_interop_threads": torch.get_num_interop_threads(),
         "mkl": torch.backends.mkl.is_available(),
         "openmp": torch.backends.openmp.is_available(),
-        "cudnn_version": cudnn_version(torch),
         "warnings": captured_warnings(caught),
     }
     return facts
-
-
-def cudnn_version(torch):
-    """cuDNN's version as torch loads it (None on CPU builds); loads the library, touches no GPU."""
-    try:
-        return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    except Exception:  # a broken cuDNN install must not hide the rest
-        return None
 
 
 def probe_cuda(nvml):
@@ -890,12 +881,6 @@ def probe_distributed():
         for backend in ("gloo", "nccl", "mpi", "ucc"):
             check = getattr(dist, "is_%s_available" % backend, None)
             facts["backends"][backend] = bool(check()) if check else False
-        facts["nccl_version"] = None
-        if facts["backends"]["nccl"]:
-            try:  # the NCCL torch is linked with; nodes of one job must agree on it
-                facts["nccl_version"] = ".".join(str(part) for part in torch.cuda.nccl.version())
-            except Exception as error:
-                facts["nccl_version_error"] = describe_exception(error)
         try:
             import torch.distributed.rpc as rpc
             facts["rpc_available"] = bool(rpc.is_available())

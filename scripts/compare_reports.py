@@ -73,8 +73,8 @@ STACK_FACTS = (
     ("python", ("python", "version"), "cluster-stack-drift"),
     ("torch", ("torch", "version"), "cluster-stack-drift"),
     ("torch CUDA", ("torch", "cuda"), "cluster-stack-drift"),
-    ("NCCL", ("distributed", "nccl_version"), "cluster-stack-drift"),
-    ("cuDNN", ("torch", "cudnn_version"), "cluster-cudnn-drift"),
+    ("NCCL", ("cuda", "nccl_version"), "cluster-stack-drift"),
+    ("cuDNN", ("cuda", "cudnn_version"), "cluster-cudnn-drift"),
     ("torch_geometric", ("pyg", "version"), "cluster-stack-drift"),
     ("neighbor backend", ("sampling", "neighbor_backend"), "cluster-stack-drift"),
 )
