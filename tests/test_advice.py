@@ -715,3 +715,33 @@ def test_recipe_local_count_and_auto_backend_rules(tmp_path):
     help_text = subprocess.run([sys.executable, RECIPE, "--help"], capture_output=True, text=True,
                                timeout=CHILD_TIMEOUT).stdout
     assert "LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE" in help_text
+
+
+def test_trim_to_layer_keeps_seed_outputs_and_drops_far_hops(tmp_path):
+    """Faster steps: trimming (what pyg-lib's per-hop counts enable) changes no seed output.
+
+    pyg-lib is not installable here, so the hop-ordered batch pyg-lib would return is built by hand:
+    seeds, then hop-1 nodes, then hop-2 nodes; edges into the seeds first, then into hop 1.
+    """
+    result = measure("""
+        import json, torch
+        from torch_geometric.nn import GraphSAGE
+
+        torch.manual_seed(0)
+        seeds, hop1, hop2 = 4, 12, 36
+        n = seeds + hop1 + hop2
+        into_seeds = torch.stack([torch.randint(seeds, seeds + hop1, (24,)), torch.randint(0, seeds, (24,))])
+        into_hop1 = torch.stack([torch.randint(seeds + hop1, n, (72,)), torch.randint(seeds, seeds + hop1, (72,))])
+        edge_index = torch.cat([into_seeds, into_hop1], dim=1)
+        x = torch.randn(n, 8)
+        model = GraphSAGE(in_channels=8, hidden_channels=16, num_layers=2, out_channels=3).eval()
+        with torch.no_grad():
+            full = model(x, edge_index)[:seeds]
+            trimmed_out = model(x, edge_index, num_sampled_nodes_per_hop=[seeds, hop1, hop2],
+                                num_sampled_edges_per_hop=[24, 72])
+        print(json.dumps({"same_seed_outputs": bool(torch.allclose(full, trimmed_out[:seeds], atol=1e-6)),
+                          "rows_out": trimmed_out.size(0), "rows_in": n}))
+    """, tmp_path)
+    assert result["same_seed_outputs"] is True
+    assert result["rows_out"] < result["rows_in"]
+    assert "num_sampled_nodes_per_hop=batch.num_sampled_nodes" in squashed(SCALING)
