@@ -49,12 +49,21 @@ launch styles:
                RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
                MASTER_PORT and ignores --nprocs/--master-addr/--master-port.
   SLURM        srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
-                 LOCAL_RANK=$SLURM_LOCALID python scripts/ddp_neighbor_training.py'
-               with MASTER_ADDR and MASTER_PORT exported beforehand.
+                 LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE \\
+                 python scripts/ddp_neighbor_training.py'
+               with MASTER_ADDR and MASTER_PORT exported beforehand (and
+               #SBATCH --ntasks-per-node, which sets SLURM_NTASKS_PER_NODE).
+               Without LOCAL_WORLD_SIZE the script falls back to
+               SLURM_NTASKS_PER_NODE, and takes WORLD_SIZE as the local count
+               only when nothing says the job spans several nodes; it refuses
+               (exit 2) when SLURM_JOB_NUM_NODES/SLURM_NNODES > 1 or
+               GROUP_RANK > 0 leave the local count unknown.
 
 what each rank does:
   backend 'auto' picks nccl when every local rank has a GPU (rank r uses
-  cuda:LOCAL_RANK), else gloo on CPU. Training seeds are permuted with --seed
+  cuda:LOCAL_RANK), gloo on CPU when no GPU is visible, and refuses (exit 2)
+  when GPUs are visible but fewer than the local ranks: pass --backend gloo
+  to train on CPU anyway, or fix the launch. Training seeds are permuted with --seed
   (same order on every rank) and cut into WORLD_SIZE contiguous shards whose
   sizes differ by at most one: disjoint, and together exactly the training set.
   Shards of unequal size can give ranks unequal step counts; the training loop
@@ -322,8 +331,35 @@ def choose_backend(requested, local_world_size):
     if requested == "nccl" and gpus < local_world_size:
         raise UsageError(f"--backend nccl needs one GPU per local rank: {local_world_size} ranks, {gpus} GPUs")
     if requested == "auto":
+        if 0 < gpus < local_world_size:
+            # Silently training a GPU job on CPU (gloo) is the failure this refuses:
+            # usually a wrong local count, e.g. WORLD_SIZE of a multi-node job.
+            raise UsageError(f"--backend auto: {gpus} GPU(s) visible but {local_world_size} ranks on this node; "
+                             f"start one rank per GPU (check LOCAL_WORLD_SIZE) or pass --backend gloo "
+                             f"to train on CPU on purpose")
         return "nccl" if gpus >= local_world_size else "gloo"
     return requested
+
+
+def local_world_size_from_env(environ, world_size):
+    """Ranks on this node, from the launcher's variables; UsageError when it cannot be known.
+
+    torchrun sets LOCAL_WORLD_SIZE; srun sets SLURM_NTASKS_PER_NODE only with
+    --ntasks-per-node. WORLD_SIZE is the local count only on a single node.
+    """
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        value = environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    nodes = [int(environ[name]) for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+             if environ.get(name, "").isdigit()]
+    group_rank = environ.get("GROUP_RANK", "0")
+    if any(count > 1 for count in nodes) or (group_rank.isdigit() and int(group_rank) > 0):
+        raise UsageError(f"LOCAL_WORLD_SIZE is not set and this job spans several nodes, so WORLD_SIZE="
+                         f"{world_size} is not the number of ranks on this node; export "
+                         f"LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE (with #SBATCH --ntasks-per-node) or launch "
+                         f"with torchrun")
+    return world_size
 
 
 def free_port(addr):
@@ -515,10 +551,10 @@ def main_torchrun(args):
     """This process is one worker; torchrun (or srun) started the others."""
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     if args.nprocs is not None:
         log(rank, f"--nprocs {args.nprocs} ignored: the launcher set WORLD_SIZE={world_size}")
     try:
+        local_world_size = local_world_size_from_env(os.environ, world_size)
         if neighbor_sampling_backend() is None:
             if rank == 0:
                 print_json(missing_backend_report())
