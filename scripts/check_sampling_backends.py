@@ -139,9 +139,13 @@ WHEEL_ROWS = (
     (dist, minor, variants, _PYG_DOCS, _PYG_DOCS_DATE)
     for dist in ("pyg-lib", "torch-scatter", "torch-sparse") for minor, variants in _OLD_ROWS
 ) + tuple(
-    row for dist, repo, final, notice, readme, port in (
-        ("torch-cluster", "pytorch_cluster", "1.6.3", "#272", "README.md @3d1d9e3", "#265, #261"),
-        ("torch-spline-conv", "pytorch_spline_conv", "1.2.2", "#65", "README.md @050f58a", "#62"))
+    row for dist, repo, final, notice, readme, port, port_date in (
+        ("torch-cluster", "pytorch_cluster", "1.6.3", "#272", "README.md @3d1d9e3",
+         "#265 'Add PyTorch 2.9/2.10 and cu130 support'; #261: Linux/macOS wheels out, Windows next day",
+         "2026-03-08"),
+        ("torch-spline-conv", "pytorch_spline_conv", "1.2.2", "#65", "README.md @050f58a",
+         "#62 'Add PyTorch 2.9/2.10 and cu130 support' (merge date unknown); pyg-team/pytorch_geometric#10634",
+         "2026-03-09"))
     for row in (
         (dist, "2.14", (), "rusty1s/%s%s (deprecated): %s is the final release, no new wheels" % (repo, notice, final),
          "2026-06-05"),
@@ -149,9 +153,9 @@ WHEEL_ROWS = (
          "2026-06-05"),
         (dist, "2.12", None, "unknown", "2026-06-05"),
         (dist, "2.11", None, "unknown", "2026-06-05"),
-        (dist, "2.10", _CU130, "rusty1s/%s %s 'Add PyTorch 2.9/2.10 and cu130 support'" % (repo, port), "2026-03-08"),
-        (dist, "2.9", _CU130, "rusty1s/%s %s 'Add PyTorch 2.9/2.10 and cu130 support'" % (repo, port), "2026-03-08"),
-        (dist, "2.8", None, "unknown", "2026-03-08"),
+        (dist, "2.10", _CU130, "rusty1s/%s%s" % (repo, port), port_date),
+        (dist, "2.9", _CU130, "rusty1s/%s%s" % (repo, port), port_date),
+        (dist, "2.8", None, "unknown", port_date),
         (dist, "2.7", ("cpu", "cu118", "cu126", "cu128"), "rusty1s/%s %s" % (repo, readme), "2025-05-31"),
     )
 )
@@ -1594,9 +1598,13 @@ def pip_fix(facts, packages, reinstall=False):
         return None
     py = interpreter(facts)
     dists = [name.replace("_", "-") for name in packages]
+    others = [d for d in dists if d not in install["packages"]]  # not PyG extensions: plain PyPI packages
+    dists = [d for d in dists if d not in others]
     wheels = [d for d in dists if install["packages"][d]["wheel"]]
     lacking = [d for d in dists if d not in wheels]
-    parts = [wheel_command(py, wheels, install["index_url"], reinstall)] if wheels else []
+    parts = ["%s -m pip install %s" % (py, " ".join(others))] if others else []
+    if wheels:
+        parts.append(wheel_command(py, wheels, install["index_url"], reinstall))
     notes = []
     legacy = [d for d in lacking if d in ("torch-cluster", "torch-spline-conv")]
     if legacy:
