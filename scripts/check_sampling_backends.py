@@ -89,36 +89,117 @@ LAUNCH_STR_VARIABLES = (
 SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 HOSTS_FILE = "/etc/hosts"
 
-# PyG's wheel index (data.pyg.org) as documented on the date below: torch
-# minor -> CUDA variants with pyg-lib/torch-scatter/torch-sparse wheels.
-# Sources: PyG installation docs and the pyg-lib README/0.9.0 release notes.
-WHEEL_TABLE_DATE = "2026-08-17"
+# PyG's wheel index (data.pyg.org), per extension: which torch minor x CUDA
+# variant has a wheel, with the public source of every row. One row is
+# (distribution, torch minor, variants, source, date of the source):
+# variants lists the CUDA variants with a wheel; () means a public source says
+# there is none; None means no source says either way ("unknown"). The docs'
+# install lines are tested against these rows (tests/test_install_truth.py).
+WHEEL_TABLE_DATE = "2026-12-01"  # when the rows were last checked against their sources
 WHEEL_INDEX = "https://data.pyg.org/whl/torch-{torch}+{variant}.html"
-WHEEL_VARIANTS = {
-    "2.14": ("cpu", "cu126", "cu130", "cu132"),
-    "2.13": ("cpu", "cu126", "cu130", "cu132"),
-    "2.12": ("cpu", "cu126", "cu130", "cu132"),
-    "2.11": ("cpu", "cu126", "cu128", "cu130"),
-    "2.10": ("cpu", "cu126", "cu128", "cu130"),
-    "2.9": ("cpu", "cu126", "cu128", "cu130"),
-    "2.8": ("cpu", "cu126", "cu128", "cu129"),
-    "2.7": ("cpu", "cu118", "cu126", "cu128"),
-    "2.6": ("cpu", "cu118", "cu124", "cu126"),
-    "2.5": ("cpu", "cu118", "cu121", "cu124"),
-    "2.4": ("cpu", "cu118", "cu121", "cu124"),
-    "2.3": ("cpu", "cu118", "cu121"),
-    "2.2": ("cpu", "cu118", "cu121"),
-    "2.1": ("cpu", "cu118", "cu121"),
-    "2.0": ("cpu", "cu117", "cu118"),
+TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
+_PYG_DOCS = "pyg-team/pytorch_geometric docs/source/install/installation.rst @5c6461b"
+_PYG_DOCS_DATE = "2026-08-17"
+_PYGLIB_README = "pyg-team/pyg-lib README.md @764e3a4"
+_OLD_ROWS = (  # torch minor -> variants, as PyG's installation docs list them for all three
+    ("2.8", ("cpu", "cu126", "cu128", "cu129")), ("2.7", ("cpu", "cu118", "cu126", "cu128")),
+    ("2.6", ("cpu", "cu118", "cu124", "cu126")), ("2.5", ("cpu", "cu118", "cu121", "cu124")),
+    ("2.4", ("cpu", "cu118", "cu121", "cu124")), ("2.3", ("cpu", "cu118", "cu121")),
+    ("2.2", ("cpu", "cu118", "cu121")), ("2.1", ("cpu", "cu118", "cu121")), ("2.0", ("cpu", "cu117", "cu118")),
+)
+_CU132 = ("cpu", "cu126", "cu130", "cu132")
+_CU130 = ("cpu", "cu126", "cu128", "cu130")
+WHEEL_ROWS = (
+    ("pyg-lib", "2.14", _CU132, "pyg-team/pyg-lib release notes 0.9.0 (PR #720 'Support PyTorch 2.14')", "2026-09-03"),
+    ("pyg-lib", "2.13", _CU132, _PYGLIB_README + "; CHANGELOG 0.8.0 'Added PyTorch 2.13 support' (#697)", "2026-07-22"),
+    ("pyg-lib", "2.12", _CU132, _PYGLIB_README, "2026-07-22"),
+    ("pyg-lib", "2.11", _CU130, _PYGLIB_README, "2026-07-22"),
+    ("pyg-lib", "2.10", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
+    ("pyg-lib", "2.9", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
+    ("torch-scatter", "2.14", (), "rusty1s/pytorch_scatter#513 (open): wheels only up to torch 2.12", "2026-09-18"),
+    ("torch-scatter", "2.13", (), "rusty1s/pytorch_scatter#513; gridfm/gridfm-graphkit#95: no torch_scatter link "
+     "on torch-2.13.0+cpu/+cu126", "2026-09-18"),
+    ("torch-scatter", "2.12", _CU132, "rusty1s/pytorch_scatter#510 'Add PyTorch 2.12 support'; " + _PYG_DOCS,
+     _PYG_DOCS_DATE),
+    ("torch-scatter", "2.11", _CU130, "rusty1s/pytorch_scatter#505 'Add PyTorch 2.11 support'; " + _PYG_DOCS,
+     _PYG_DOCS_DATE),
+    ("torch-scatter", "2.10", _CU130, "rusty1s/pytorch_scatter#504; #506: torch-2.10.0+cpu/cu126/cu128/cu130 pages",
+     "2026-04-02"),
+    ("torch-scatter", "2.9", _CU130, "rusty1s/pytorch_scatter#504 'Add PyTorch 2.9/2.10 and cu130 support'; "
+     + _PYG_DOCS, _PYG_DOCS_DATE),
+    ("torch-sparse", "2.14", None, "unknown: no support PR after rusty1s/pytorch_sparse#411 (2.12) was found; its "
+     "wheel build takes torch-scatter from data.pyg.org, which has none for 2.13+ (pytorch_scatter#513)", "2026-09-18"),
+    ("torch-sparse", "2.13", None, "unknown: as for 2.14", "2026-09-18"),
+    ("torch-sparse", "2.12", _CU132, "rusty1s/pytorch_sparse#411 'Add PyTorch 2.12 support'; " + _PYG_DOCS,
+     _PYG_DOCS_DATE),
+    ("torch-sparse", "2.11", _CU130, "rusty1s/pytorch_sparse#409 'Add PyTorch 2.11 support'; " + _PYG_DOCS,
+     _PYG_DOCS_DATE),
+    ("torch-sparse", "2.10", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
+    ("torch-sparse", "2.9", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
+) + tuple(
+    (dist, minor, variants, _PYG_DOCS, _PYG_DOCS_DATE)
+    for dist in ("pyg-lib", "torch-scatter", "torch-sparse") for minor, variants in _OLD_ROWS
+) + tuple(
+    row for dist, repo, final, notice, readme, port, port_date in (
+        ("torch-cluster", "pytorch_cluster", "1.6.3", "#272", "README.md @3d1d9e3",
+         "#265 'Add PyTorch 2.9/2.10 and cu130 support'; #261: Linux/macOS wheels out, Windows next day",
+         "2026-03-08"),
+        ("torch-spline-conv", "pytorch_spline_conv", "1.2.2", "#65", "README.md @050f58a",
+         "#62 'Add PyTorch 2.9/2.10 and cu130 support' (merge date unknown); pyg-team/pytorch_geometric#10634",
+         "2026-03-09"))
+    for row in (
+        (dist, "2.14", (), "rusty1s/%s%s (deprecated): %s is the final release, no new wheels" % (repo, notice, final),
+         "2026-06-05"),
+        (dist, "2.13", (), "rusty1s/%s%s (deprecated): %s is the final release, no new wheels" % (repo, notice, final),
+         "2026-06-05"),
+        (dist, "2.12", None, "unknown", "2026-06-05"),
+        (dist, "2.11", None, "unknown", "2026-06-05"),
+        (dist, "2.10", _CU130, "rusty1s/%s%s" % (repo, port), port_date),
+        (dist, "2.9", _CU130, "rusty1s/%s%s" % (repo, port), port_date),
+        (dist, "2.8", None, "unknown", port_date),
+        (dist, "2.7", ("cpu", "cu118", "cu126", "cu128"), "rusty1s/%s %s" % (repo, readme), "2025-05-31"),
+    )
+)
+# Platforms with wheels (pyg-lib README @764e3a4: Linux incl. aarch64 since 0.8.0 (#683),
+# Windows, macOS arm64 (#558); the rusty1s READMEs: Linux, Windows, macOS). Elsewhere: unknown.
+# macOS wheels are CPU-only everywhere.
+WHEEL_PLATFORMS = {
+    "pyg-lib": ("linux-x86_64", "linux-aarch64", "win32-amd64", "darwin-arm64"),
+    "torch-scatter": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
+    "torch-sparse": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
+    "torch-cluster": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
+    "torch-spline-conv": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
 }
-WHEEL_PLATFORMS = ("linux-x86_64", "linux-aarch64", "win32-amd64", "darwin-arm64", "darwin-x86_64")
-SOURCE_BUILD_MINUTES = "about 7 min for torch-scatter and 16 min for torch-sparse on 2 cores"
+# The newest patch release of a torch minor to pin, where a source names one
+# (pyg-team/pyg-lib#687 'Add PyTorch 2.12.1 index', 2026-06-19); otherwise X.Y.0.
+TORCH_NEWEST_PATCH = {"2.12": "2.12.1"}
+# The extensions PyG's NeighborLoader family can use, in install order.
+SAMPLING_DISTS = ("pyg-lib", "torch-scatter", "torch-sparse")
+# PyPI has only sdists of these (the newest releases); pyg-lib has none at all.
+# Build order matters: torch_sparse imports torch_scatter.
+SOURCE_BUILDS = (("torch-scatter", "2.1.2"), ("torch-sparse", "0.6.18"),
+                 ("torch-cluster", "1.6.3"), ("torch-spline-conv", "1.2.2"))
+SOURCE_BUILD_FLAGS = "--force-reinstall --no-deps --no-cache-dir --no-build-isolation"
+# Minutes to build each sdist, measured from .ci/run's build log (`time`, 2 cores, MAX_JOBS=2,
+# torch 2.13 CPU, 2026-12-01: 4 min 59 s and 15 min 28 s wall, on a machine shared with other
+# builds). torch-cluster and torch-spline-conv were not measured.
+SOURCE_BUILD_MINUTES = {"torch-scatter": 5, "torch-sparse": 15}
+SOURCE_BUILD_NEEDS = ("a C++ compiler (g++), the Python headers (python3-dev), setuptools and torch in this "
+                      "environment, scipy for torch-sparse; CPU kernels only unless a GPU is visible or "
+                      "FORCE_CUDA=1 with nvcc on PATH; no METIS")
+# What PyG 2.8 loses without torch-sparse (PyG's source: sampler/neighbor_sampler.py
+# skips pyg-lib for induced subgraphs; sampler/hgt_sampler.py, loader/shadow.py raise
+# "requires 'torch-sparse'"; loader/graph_saint.py builds a SparseTensor, whose
+# stand-in in typing.py raises). Without torch-scatter PyG falls back to torch's own
+# scatter_reduce (utils/_scatter.py): slower, nothing lost.
+WITHOUT_TORCH_SPARSE = ("NeighborLoader(subgraph_type='induced')", "HGTLoader", "ShaDowKHopSampler",
+                        "GraphSAINT*Sampler", "SparseTensor")
 # What to build from PyPI's sources in place of each extension's wheel.
 # pyg-lib has no sdist on PyPI; torch-sparse gives PyG the same neighbour sampling.
 SOURCE_BUILD_PACKAGES = {
-    "pyg_lib": "torch-scatter torch-sparse", "torch_scatter": "torch-scatter",
-    "torch_sparse": "torch-scatter torch-sparse", "torch_cluster": "torch-cluster",
-    "torch_spline_conv": "torch-spline-conv",
+    "pyg_lib": ("torch-scatter", "torch-sparse"), "torch_scatter": ("torch-scatter",),
+    "torch_sparse": ("torch-scatter", "torch-sparse"), "torch_cluster": ("torch-cluster",),
+    "torch_spline_conv": ("torch-spline-conv",),
 }
 
 # Every finding the checker can emit: id -> (default severity, title).
@@ -145,7 +226,8 @@ FINDINGS = {
     "wheel-cuda-on-cpu-torch": ("error", "CUDA build of an extension beside a CPU-only torch"),
     "wheel-platform-mismatch": ("error", "extension wheel does not fit this platform or C library"),
     "ext-source-build": ("info", "extension is a local source build"),
-    "no-prebuilt-wheels": ("warning", "PyG publishes no wheels for this torch/CUDA/Python/platform"),
+    "no-prebuilt-wheels": ("warning", "PyG publishes no pyg-lib wheel for this torch/CUDA/Python/platform"),
+    "ext-stale-local-build": ("error", "a locally built extension no longer loads; a plain reinstall reuses it"),
     "neighbor-sampling-unavailable": ("error", "no working neighbour-sampling backend: NeighborLoader will fail"),
     "neighbor-smoke-failed": ("error", "a sampling backend imports but samples wrongly or raises"),
     "induced-sampling-unavailable": ("info", "induced-subgraph sampling needs torch-sparse"),
@@ -402,11 +484,67 @@ def get_conda_records():
     return records
 
 
+def pip_cache_dir():
+    """pip's cache folder as pip would choose it (its config files aside), or None when disabled."""
+    if os.environ.get("PIP_NO_CACHE_DIR", "").lower() in ("1", "true", "yes", "on"):
+        return None
+    if os.environ.get("PIP_CACHE_DIR"):
+        return os.path.expanduser(os.environ["PIP_CACHE_DIR"])
+    if sys.platform == "win32":
+        return os.path.join(os.environ.get("LOCALAPPDATA", os.path.expanduser("~")), "pip", "Cache")
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/pip")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pip")
+
+
+def compiled_record_lines(record_text):
+    return sorted(line for line in (record_text or "").splitlines()
+                  if line.split(",", 1)[0].endswith((".so", ".pyd", ".dylib", ".dll")))
+
+
+def find_cached_wheels(record, cache_dir, max_entries=20000):
+    """Wheels of this exact name and version in pip's wheel cache, and whether the installed
+    compiled files are byte-identical to one (same RECORD hashes): pip reinstalls such a wheel
+    instead of building again, whatever torch it was built against."""
+    prefix = "%s-%s-" % (re.sub(r"[-_.]+", "_", record["name"] or ""), record["version"])
+    installed = compiled_record_lines(read_text(os.path.join(record["metadata_dir"], "RECORD"), 1 << 20))
+    found, pending, seen = [], [os.path.join(cache_dir, "wheels")], 0
+    while pending and seen < max_entries:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.name.startswith(prefix) and entry.name.endswith(".whl"):
+                found.append({"path": entry.path, "same_binary": bool(installed) and installed == cached_record_lines(
+                    entry.path, record)})
+    return found
+
+
+def cached_record_lines(wheel_path, record):
+    import zipfile
+    try:
+        with zipfile.ZipFile(wheel_path) as wheel:
+            name = os.path.basename(record["metadata_dir"]) + "/RECORD"
+            return compiled_record_lines(wheel.read(name).decode("utf-8", "replace"))
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+
+
 def get_distribution_facts():
     found = {name: [] for name in TRACKED_DISTRIBUTIONS}
     for name, path in find_dist_info_dirs():
         if name in found:
             found[name].append(get_distribution_record(path))
+    cache_dir = pip_cache_dir()
+    for name in EXTENSION_DIST.values():
+        for record in found[name]:
+            # A local build (no +ptXY tag) is what pip's wheel cache can silently reinstall.
+            if cache_dir and record["local_tag"] is None and record["installer"] == "pip" and record["version"]:
+                record["pip_cache"] = find_cached_wheels(record, cache_dir)
     installed = {}
     for name in TRACKED_DISTRIBUTIONS:
         records = found[name]
@@ -1666,6 +1804,84 @@ def platform_key(python_facts):
     return system + "-" + machine
 
 
+def wheel_row(dist, torch_minor):
+    for row in WHEEL_ROWS:
+        if row[0] == dist and row[1] == torch_minor:
+            return row
+    return None
+
+
+def wheel_status(dist, torch_minor, variant, platform_name, python_version):
+    """Whether PyG's index has a wheel of `dist` for this combination: True, False or None (unknown)."""
+    row = wheel_row(dist, torch_minor)
+    answer = {"distribution": dist, "wheel": None, "variants": None,
+              "source": row[3] if row else "unknown: no row for torch %s" % torch_minor,
+              "source_date": row[4] if row else None}
+    if variant == "rocm":
+        return dict(answer, wheel=False, reason="PyG publishes no ROCm wheels")
+    if row is None or row[2] is None:
+        return dict(answer, reason="no public source says whether %s has wheels for torch %s" % (dist, torch_minor))
+    answer["variants"] = list(row[2])
+    if variant not in row[2]:
+        if not row[2]:
+            return dict(answer, wheel=False, reason="no %s wheels for torch %s" % (dist, torch_minor))
+        return dict(answer, wheel=False, reason="%s wheels for torch %s exist only for %s, not %s" % (
+            dist, torch_minor, ", ".join(row[2]), variant))
+    if dist == "pyg-lib" and python_version[:2] < (3, 10):
+        return dict(answer, wheel=False, reason="pyg-lib wheels need Python >= 3.10")
+    if platform_name not in WHEEL_PLATFORMS[dist]:
+        return dict(answer, reason="no source lists %s wheels for %s" % (dist, platform_name))
+    return dict(answer, wheel=True, reason=None)
+
+
+def pip_name(dist):
+    return dist.replace("-", "_")  # the names PyG's wheel index lists
+
+
+def wheel_command(python, dists, index_url, reinstall=False):
+    """The wheel install line; --only-binary makes a missing wheel fail fast instead of compiling."""
+    flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
+    return "%s -m pip install %s--only-binary=:all: %s -f %s" % (
+        python, flags, " ".join(pip_name(d) for d in dists), index_url)
+
+
+def source_build_command(python, dists):
+    """Rebuild from PyPI's sdists, in build order, ignoring pip's wheel cache (it may hold a wheel
+    built against the torch installed earlier, which pip would reinstall unchanged)."""
+    wanted = set(dists)
+    return " && ".join("%s -m pip install %s %s==%s" % (python, SOURCE_BUILD_FLAGS, dist, version)
+                       for dist, version in SOURCE_BUILDS if dist in wanted)
+
+
+def source_build_time(dists):
+    """One time figure for building these sdists, from the measured minutes."""
+    unmeasured = [d for d in dists if d not in SOURCE_BUILD_MINUTES]
+    if unmeasured:
+        return "build time of %s not measured" % ", ".join(unmeasured)
+    return "about %d min on 2 cores" % sum(SOURCE_BUILD_MINUTES[d] for d in dists)
+
+
+def torch_install_command(release, variant, python="python", platform_name="linux-x86_64"):
+    """The exact line that installs torch `release` (e.g. '2.12.1') built for `variant` (cpu, cu126, ...).
+
+    The local tag (+cu130) is part of the pin: `torch==2.13.0` alone is already satisfied by an
+    installed 2.13.0+cpu, so pip would keep the wrong build. macOS wheels have no tag and come from PyPI.
+    """
+    if platform_name.startswith("darwin"):
+        return "%s -m pip install torch==%s" % (python, release)
+    return "%s -m pip install torch==%s+%s --index-url %s" % (python, release, variant,
+                                                              TORCH_INDEX.format(variant=variant))
+
+
+def newest_torch_with_wheels(variant, platform_name, python_version):
+    """The newest torch minor (and the release to pin) with wheels of every sampling extension."""
+    minors = sorted({row[1] for row in WHEEL_ROWS}, key=parse_version, reverse=True)
+    for minor in minors:
+        if all(wheel_status(d, minor, variant, platform_name, python_version)["wheel"] for d in SAMPLING_DISTS):
+            return minor, TORCH_NEWEST_PATCH.get(minor, minor + ".0")
+    return None, None
+
+
 def install_facts(facts, python):
     build = facts.get("torch_build") or {}
     torch_version = (facts.get("torch") or {}).get("version") or build.get("version")
@@ -1681,32 +1897,41 @@ def install_facts(facts, python):
     platform_name = platform_key(python_facts)
     if platform_name.startswith("darwin"):
         variant = "cpu"  # PyG's macOS wheels are CPU-only
-    index_url = WHEEL_INDEX.format(torch="%s.0" % torch_minor, variant=variant)
-    reasons = []
-    if hip:
-        reasons.append("PyG publishes no ROCm wheels")
-    if torch_minor not in WHEEL_VARIANTS:
-        reasons.append("no wheels listed for torch %s" % torch_minor)
-    elif variant not in WHEEL_VARIANTS[torch_minor]:
-        reasons.append("torch %s wheels exist only for %s, not %s"
-                       % (torch_minor, ", ".join(WHEEL_VARIANTS[torch_minor]), variant))
-    if platform_name not in WHEEL_PLATFORMS:
-        reasons.append("no wheels for platform %s" % platform_name)
     python_version = parse_version(python_facts.get("version"))
-    if python_version[:2] < (3, 10):
-        reasons.append("pyg-lib wheels need Python >= 3.10")
+    index_url = WHEEL_INDEX.format(torch="%s.0" % torch_minor, variant=variant)
+    packages = {dist: wheel_status(dist, torch_minor, variant, platform_name, python_version)
+                for dist in WHEEL_PLATFORMS}
+    with_wheels = [d for d in SAMPLING_DISTS if packages[d]["wheel"]]
+    missing = [d for d in SAMPLING_DISTS if packages[d]["wheel"] is False]
     py = quote(python)
+    pin_minor, pin_release = newest_torch_with_wheels(variant, platform_name, python_version)
+    pin = None
+    if pin_minor and variant != "rocm" and pin_minor != torch_minor:
+        pin = {"torch_minor": pin_minor, "release": pin_release,
+               "command": "%s && %s" % (
+                   torch_install_command(pin_release, variant, py, platform_name),
+                   # --force-reinstall: an installed local build of the same version would satisfy pip.
+                   wheel_command(py, SAMPLING_DISTS, WHEEL_INDEX.format(torch=pin_minor + ".0", variant=variant),
+                                 reinstall=True))}
     return {
         "torch_minor": torch_minor,
         "variant": variant,
         "platform": platform_name,
         "index_url": index_url,
-        "command": "%s -m pip install --only-binary=:all: pyg_lib torch_scatter torch_sparse -f %s" % (py, index_url),
-        "wheels_available": not reasons,
-        "no_wheel_reasons": reasons,
+        # Only the extensions the table says have a wheel here: one missing wheel would fail the whole line.
+        "command": wheel_command(py, with_wheels, index_url) if with_wheels else None,
+        # What that line prints where data.pyg.org cannot be reached: these wheels are on no other index.
+        "error_without_index": "ERROR: No matching distribution found for %s" % pip_name(with_wheels[0])
+        if with_wheels else None,
+        "packages": packages,
+        # True: every sampling extension has a wheel; False: one has none; None: unknown.
+        "wheels_available": False if missing else (len(with_wheels) == len(SAMPLING_DISTS) or None),
+        "no_wheel_reasons": [packages[d]["reason"] for d in SAMPLING_DISTS if packages[d]["wheel"] is not True],
         "support_table_date": WHEEL_TABLE_DATE,
-        "source_build_command": "%s -m pip install --no-build-isolation torch-scatter torch-sparse" % py,
-        "source_build_time": SOURCE_BUILD_MINUTES,
+        "torch_pin": pin,
+        "source_build_command": source_build_command(py, ("torch-scatter", "torch-sparse")),
+        "source_build_needs": SOURCE_BUILD_NEEDS,
+        "source_build_time": source_build_time(("torch-scatter", "torch-sparse")),
     }
 
 
@@ -1732,17 +1957,45 @@ def finding(finding_id, evidence, fix=None, severity=None, title=None):
 
 
 def pip_fix(facts, packages, reinstall=False):
-    """The install line for this torch build, or the way out when no wheel exists."""
+    """The install line for this torch build, naming only extensions that have a wheel here;
+    for the others, the way out (a source build, or a torch that has the wheels)."""
     install = facts["install"]
     if not install.get("index_url"):
         return None
-    if not install["wheels_available"]:
-        return "%s  # no prebuilt wheels (%s); build from source, %s" % (
-            install["source_build_command"], "; ".join(install["no_wheel_reasons"]), SOURCE_BUILD_MINUTES)
-    flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
-    return "%s -m pip install %s--only-binary=:all: %s -f %s" % (
-        interpreter(facts),
-        flags, " ".join(packages), install["index_url"])
+    py = interpreter(facts)
+    dists = [name.replace("_", "-") for name in packages]
+    others = [d for d in dists if d not in install["packages"]]  # not PyG extensions: plain PyPI packages
+    dists = [d for d in dists if d not in others]
+    wheels = [d for d in dists if install["packages"][d]["wheel"]]
+    lacking = [d for d in dists if d not in wheels]
+    parts = ["%s -m pip install %s" % (py, " ".join(others))] if others else []
+    if wheels:
+        parts.append(wheel_command(py, wheels, install["index_url"], reinstall))
+    notes = []
+    legacy = [d for d in lacking if d in ("torch-cluster", "torch-spline-conv")]
+    if legacy:
+        parts.append("%s -m pip uninstall -y %s" % (py, " ".join(legacy)))
+        notes.append("%s: no wheel for torch %s+%s and PyG 2.8 ignores them (pyg-lib >= 0.6 has their ops)" % (
+            ", ".join(legacy), install["torch_minor"], install["variant"]))
+    buildable = [d for d in lacking if d in ("torch-scatter", "torch-sparse")]
+    if buildable:
+        if "torch-sparse" in buildable and facts["extensions"].get("torch_scatter", {}).get("status") != "ok":
+            buildable.append("torch-scatter")  # torch_sparse imports it
+        parts.append(source_build_command(py, buildable))
+        notes.append("%s: no wheel for torch %s+%s, so build from PyPI's source (%s; needs %s)" % (
+            ", ".join(d for d in lacking if d in buildable), install["torch_minor"], install["variant"],
+            source_build_time(set(buildable)), SOURCE_BUILD_NEEDS))
+    if "pyg-lib" in lacking:
+        pin = install.get("torch_pin")
+        notes.append("pyg-lib: %s%s" % (install["packages"]["pyg-lib"]["reason"],
+                                         "; or use torch %s, which has all wheels: %s" % (
+                                             pin["release"], pin["command"]) if pin else ""))
+        if not buildable:
+            parts.append(source_build_command(py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
+            notes.append("that build: %s; needs %s" % (source_build_time(SOURCE_BUILD_PACKAGES["pyg_lib"]),
+                                                        SOURCE_BUILD_NEEDS))
+            notes.append("torch-sparse (built above) samples neighbours instead; pyg-lib has no sdist on PyPI")
+    return " && ".join(parts) + ("  # " + "; ".join(notes) if notes else "")
 
 
 def interpreter(facts):
@@ -1891,8 +2144,9 @@ def rule_extension_imports(facts, options):
                 fix = pip_fix(facts, [PIP_NAME.get(dependency, dependency)])
             elif finding_id == "ext-glibc-too-old":
                 fix = ("run on an OS image with a newer glibc/libstdc++ (see the version named in the error), "
-                       "or build it here from source (%s): %s -m pip install --no-build-isolation %s"
-                       % (SOURCE_BUILD_MINUTES, interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module]))
+                       "or build it here from source (%s; needs %s): %s"
+                       % (source_build_time(SOURCE_BUILD_PACKAGES[owner or module]), SOURCE_BUILD_NEEDS,
+                          source_build_command(interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
             else:
                 fix = pip_fix(facts, [package], reinstall=True)
             found.append(finding(finding_id, evidence, fix=fix))
@@ -1905,8 +2159,10 @@ def rule_extension_imports(facts, options):
                         "stderr_tail": (entry.get("stderr_tail") or "")[-800:],
                         "note": "torch_geometric imports %s too, so `import torch_geometric` fails the same way; "
                                 "the other facts were probed with it blocked" % module}
-            fix = "%s  # or remove it: %s -m pip uninstall -y %s" % (
-                pip_fix(facts, [package], reinstall=True), interpreter(facts), dist)
+            fix = pip_fix(facts, [package], reinstall=True)
+            removal = "%s -m pip uninstall -y %s" % (interpreter(facts), dist)
+            if fix is None or not fix.startswith(removal):
+                fix = "%s  # or remove it: %s" % (fix, removal)
             found.append(finding(finding_id, evidence, fix=fix))
     return found
 
@@ -1998,17 +2254,69 @@ def wheel_platform_problem(tags, python_facts, libc):
 
 
 def rule_no_prebuilt_wheels(facts, options):
+    """A sampling extension PyG's index has no wheel for, and that does not already work here."""
     install = facts["install"]
-    if install.get("wheels_available") is not False:
+    if not install.get("packages"):
         return []
+    extensions = facts.get("extensions") or {}
+    lacking = [d for d in SAMPLING_DISTS if install["packages"][d]["wheel"] is False
+               and extensions.get(pip_name(d), {}).get("status") != "ok"]
+    if not lacking:
+        return []
+    py = interpreter(facts)
+    options_text = []
+    if install["packages"]["pyg-lib"]["wheel"]:
+        options_text.append("pyg-lib alone (neighbour sampling works; without torch-sparse PyG loses %s): %s" % (
+            ", ".join(WITHOUT_TORCH_SPARSE), wheel_command(py, ["pyg-lib"], install["index_url"])))
+    pin = install.get("torch_pin")
+    if pin:
+        options_text.append("torch %s, the newest release with wheels of all three for %s (torch-sparse needs "
+                            "scipy): %s" % (pin["release"], install["variant"], pin["command"]))
+    options_text.append("build torch-scatter and torch-sparse from source (%s; needs %s): %s" % (
+        install["source_build_time"], SOURCE_BUILD_NEEDS, install["source_build_command"]))
     return [finding("no-prebuilt-wheels", {
         "torch_minor": install["torch_minor"], "variant": install["variant"], "platform": install["platform"],
-        "python": facts["python"]["version"], "reasons": install["no_wheel_reasons"],
+        "python": facts["python"]["version"], "missing": lacking,
+        "reasons": [install["packages"][d]["reason"] for d in lacking],
+        "sources": {d: "%s (%s)" % (install["packages"][d]["source"], install["packages"][d]["source_date"])
+                    for d in lacking},
         "support_table_date": install["support_table_date"]},
-        fix="%s  # %s; or move to a torch/CUDA pair listed on %s (table dated %s), or try the nightly index "
-            "https://data.pyg.org/whl/nightly/torch-%s.0+%s.html" % (
-                install["source_build_command"], SOURCE_BUILD_MINUTES, install["index_url"],
-                install["support_table_date"], install["torch_minor"], install["variant"]))]
+        fix="pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text)),
+        severity="warning" if "pyg-lib" in lacking else "info",
+        title=None if "pyg-lib" in lacking else "PyG publishes no torch-scatter/torch-sparse wheels for this torch")]
+
+
+def rule_stale_local_build(facts, options):
+    """A locally built extension that no longer loads: the rebuild must bypass pip's wheel cache."""
+    found, stale = [], []
+    for module, dist in EXTENSIONS:
+        entry = facts["extensions"].get(module, {})
+        if entry.get("status") != "import-error" or failing_library_owner(module, entry["error"]):
+            continue
+        if classify_import_error(module, entry["error"])[0] != "ext-undefined-symbol":
+            continue
+        records = [r for r in facts["distributions"]["packages"][dist]["installs"]
+                   if r["local_tag"] is None and r.get("installer") != "conda"]
+        if records:
+            stale.append((module, dist, records[0]))
+    for module, dist, record in stale:
+        cached = record.get("pip_cache") or []
+        same = [c["path"] for c in cached if c.get("same_binary")]
+        # torch-scatter and torch-sparse go together, in build order; pip_fix names a wheel where one exists.
+        rebuild = [d for _, d, _ in stale if d in ("torch-scatter", "torch-sparse")] if dist in (
+            "torch-scatter", "torch-sparse") else [dist]
+        fix = pip_fix(facts, [pip_name(d) for d in rebuild], reinstall=True)
+        found.append(finding("ext-stale-local-build", {
+            "module": module, "distribution": dist, "version": record["version"],
+            "wheel_tags": record["wheel_tags"], "torch": facts["torch_build"].get("version"),
+            "pip_cache_wheels": [c["path"] for c in cached],
+            "installed_binary_is_cached_wheel": same[0] if same else None,
+            "trap": "pip keys its wheel cache by the sdist's URL and the Python version, not by the torch it was "
+                    "built against: "
+                    "`pip install --force-reinstall` reinstalls the cached wheel built against the old torch "
+                    "and the import still fails; only --no-cache-dir rebuilds"},
+            fix=fix))
+    return found
 
 
 def extension_reason(facts, module):
@@ -2570,6 +2878,7 @@ RULES = (
     rule_wheel_tags,
     rule_extension_imports,
     rule_no_prebuilt_wheels,
+    rule_stale_local_build,
     rule_neighbor_sampling,
     rule_feature_verdicts,
     rule_legacy_extensions,

@@ -67,6 +67,20 @@ def reinstall_fix(package, torch_build, python=sys.executable):
         shlex.quote(str(python)), package, torch_build["index"])
 
 
+def legacy_fix(dist, torch_build, python=sys.executable):
+    """torch-cluster and torch-spline-conv: deprecated, no wheels for torch 2.13+, ignored by PyG 2.8."""
+    return ("%s -m pip uninstall -y %s  # %s: no wheel for torch %s+%s and PyG 2.8 ignores them "
+            "(pyg-lib >= 0.6 has their ops)" % (shlex.quote(str(python)), dist, dist, torch_build["minor"],
+                                                torch_build["variant"]))
+
+
+def source_build_fix(dists, python=sys.executable):
+    """PyPI's sdists, rebuilt past pip's wheel cache (no torch-scatter/torch-sparse wheels for torch 2.13+)."""
+    versions = {"torch-scatter": "2.1.2", "torch-sparse": "0.6.18"}
+    return " && ".join("%s -m pip install --force-reinstall --no-deps --no-cache-dir --no-build-isolation %s==%s"
+                       % (shlex.quote(str(python)), d, versions[d]) for d in dists)
+
+
 def install_fix(package, torch_build, python=sys.executable):
     return "%s -m pip install --only-binary=:all: %s -f %s" % (shlex.quote(str(python)), package,
                                                                 torch_build["index"])
@@ -259,7 +273,7 @@ def test_cuda_runtime_library_missing(broken_loads, torch_build):
     assert found["severity"] == "error"
     assert found["evidence"]["module"] == "torch_cluster"
     assert "libcudart.so.11.0: cannot open shared object file" in found["evidence"]["matched"]
-    assert found["fix"] == reinstall_fix("torch_cluster", torch_build)
+    assert found["fix"] == legacy_fix("torch-cluster", torch_build)
 
 
 @diagnoses("ext-glibc-too-old")
@@ -269,8 +283,8 @@ def test_glibc_older_than_the_wheel_needs(broken_loads):
     assert found["evidence"]["module"] == "torch_spline_conv"
     assert "GLIBC_2.99' not found" in found["evidence"]["matched"]
     assert "newer glibc" in found["fix"]
-    assert found["fix"].endswith("%s -m pip install --no-build-isolation torch-spline-conv"
-                                 % shlex.quote(sys.executable))
+    assert found["fix"].endswith("%s -m pip install --force-reinstall --no-deps --no-cache-dir --no-build-isolation "
+                                 "torch-spline-conv==1.2.2" % shlex.quote(sys.executable))
 
 
 @diagnoses("ext-cuda-mismatch")
@@ -280,7 +294,7 @@ def test_extension_compiled_for_another_cuda(broken_imports, torch_build):
     assert found["evidence"]["module"] == "torch_cluster"
     assert found["evidence"]["error"]["type"] == "RuntimeError"
     assert "were compiled with different CUDA versions" in found["evidence"]["matched"]
-    assert found["fix"] == reinstall_fix("torch_cluster", torch_build)
+    assert found["fix"] == legacy_fix("torch-cluster", torch_build)
 
 
 @diagnoses("ext-operator-missing")
@@ -298,7 +312,7 @@ def test_anything_else_is_reported_verbatim(broken_imports, torch_build):
     assert found["severity"] == "error"
     assert found["evidence"]["module"] == "torch_spline_conv"
     assert found["evidence"]["matched"] == "torch_spline_conv: unexpected state 42"
-    assert found["fix"] == reinstall_fix("torch_spline_conv", torch_build)
+    assert found["fix"] == legacy_fix("torch-spline-conv", torch_build)
 
 
 @diagnoses("ext-missing-dependency")
@@ -310,7 +324,7 @@ def test_torch_sparse_without_torch_scatter(venv_factory, torch_build, neighbor_
     assert found["severity"] == "error"
     assert found["evidence"]["module"] == "torch_sparse"
     assert found["evidence"]["missing"] == "torch_scatter"
-    assert found["fix"] == install_fix("torch_scatter", torch_build, python)
+    assert found["fix"].startswith(source_build_fix(["torch-scatter"], python) + "  # torch-scatter: no wheel")
     # PyG silently disables torch-sparse then: sampling is predicted to fail.
     assert "neighbor-sampling-unavailable" in result.ids()
 
@@ -321,8 +335,7 @@ def test_import_killed_by_a_signal(crash_and_hang, torch_build):
     assert found["severity"] == "error"
     assert found["evidence"]["module"] == "torch_cluster"
     assert found["evidence"]["signal"] == "SIGSEGV"
-    assert found["fix"].startswith(reinstall_fix("torch_cluster", torch_build))
-    assert found["fix"].endswith("-m pip uninstall -y torch-cluster")
+    assert found["fix"] == legacy_fix("torch-cluster", torch_build)  # the fix is the removal
 
 
 @diagnoses("ext-import-hung")
@@ -330,8 +343,7 @@ def test_import_that_never_finishes(crash_and_hang, torch_build):
     found = crash_and_hang.only("ext-import-hung")
     assert found["severity"] == "error"
     assert found["evidence"]["module"] == "torch_spline_conv"
-    assert found["fix"].startswith(reinstall_fix("torch_spline_conv", torch_build))
-    assert found["fix"].endswith("-m pip uninstall -y torch-spline-conv")
+    assert found["fix"] == legacy_fix("torch-spline-conv", torch_build)  # the fix is the removal
     assert crash_and_hang.seconds < 10 + 5
 
 
@@ -381,7 +393,7 @@ def test_wheel_for_another_cuda_variant(tmp_path, torch_build):
     assert by_distribution["pyg-lib"]["fix"].endswith("pyg_lib -f " + index)
     # A CPU wheel beside a CUDA torch imports, but has no GPU kernels.
     assert by_distribution["torch-cluster"]["severity"] == "warning"
-    assert by_distribution["torch-cluster"]["fix"].endswith("torch_cluster -f " + index)
+    assert "-m pip uninstall -y torch-cluster  # " in by_distribution["torch-cluster"]["fix"]  # no 2.13 wheels
 
 
 @diagnoses("wheel-platform-mismatch")
@@ -417,9 +429,12 @@ def test_no_wheels_for_this_torch_and_cuda(tmp_path, torch_build):
     assert found["evidence"]["variant"] == "cu121"
     assert "not cu121" in found["evidence"]["reasons"][0]
     assert found["evidence"]["support_table_date"] == result.json["install"]["support_table_date"]
-    assert "-m pip install --no-build-isolation torch-scatter torch-sparse" in found["fix"]
-    assert "table dated %s" % found["evidence"]["support_table_date"] in found["fix"]
-    assert "https://data.pyg.org/whl/nightly/torch-%s.0+cu121.html" % torch_build["minor"] in found["fix"]
+    assert found["evidence"]["missing"][0] == "pyg-lib"
+    # The newest torch with every wheel for cu121, pinned with its CUDA tag, then those wheels.
+    assert "-m pip install torch==2.5.0+cu121 --index-url https://download.pytorch.org/whl/cu121 && " in found["fix"]
+    assert ("--only-binary=:all: pyg_lib torch_scatter torch_sparse -f https://data.pyg.org/whl/torch-2.5.0+cu121.html"
+            in found["fix"])
+    assert found["fix"].endswith(source_build_fix(["torch-scatter", "torch-sparse"]))
     assert result.json["install"]["wheels_available"] is False
 
 
@@ -466,7 +481,10 @@ def test_induced_sampling_needs_torch_sparse(real_full, torch_build):
     found = one(replay(real_full.json, pyg_lib_only), "induced-sampling-unavailable")
     assert found["severity"] == "info"
     assert "subgraph_type='induced'" in found["evidence"]["affects"]
-    assert found["fix"] == install_fix("torch_scatter torch_sparse", torch_build)
+    # No torch-scatter/torch-sparse wheels for torch 2.13+: the fix is the source build, in order.
+    assert found["fix"].startswith(source_build_fix(["torch-scatter", "torch-sparse"])
+                                   + "  # torch-scatter, torch-sparse: no wheel for torch %s+%s"
+                                   % (torch_build["minor"], torch_build["variant"]))
 
 
 @diagnoses("weighted-sampling-unavailable")
