@@ -1612,14 +1612,8 @@ EXACT_ONLY_CAPABILITIES = (53, 62, 72, 87, 101, 110)
 # For a torch without PYTORCH_RELEASES_CODE_CC: PyTorch's CUDA support matrix
 # (RELEASE.md, releases 2.11 to 2.14, Linux x86_64) by CUDA version of the build.
 TORCH_CUDA_BUILD_ARCHS = {"12.6": [50, 60, 70, 75, 80, 86, 90], "13.0": [75, 80, 86, 90, 100, 120]}
-TORCH_INDEX = "https://download.pytorch.org/whl/%s"
 # NVML init errors after which CUDA cannot work either.
 NVML_FATAL_ERRORS = ("NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_LIB_RM_VERSION_MISMATCH")
-
-
-def torch_install_command(release, variant):
-    """pip line for torch `release` ('2.14.1') built for `variant` ('cu126', 'cpu') from PyTorch's index."""
-    return "pip install torch==%s --index-url %s" % (release, TORCH_INDEX % variant)
 
 
 def capability_number(text):
@@ -2757,7 +2751,8 @@ def torch_build_fix(facts, builds, comment):
     release = (facts["torch"].get("version") or "").split("+")[0]
     if not builds or not release:
         return None
-    return "%s -m %s  # unrun; %s" % (interpreter(facts), torch_install_command(release, builds[0]), comment)
+    command = torch_install_command(release, builds[0], interpreter(facts), platform_key(facts["python"]))
+    return "%s  # unrun; %s" % (command, comment)
 
 
 def rule_gpu(facts, options):

@@ -14,6 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "scripts" / "check_sampling_backends.py"
 SCHEMA_FILE = ROOT / "scripts" / "check_sampling_backends.schema.json"
+# A real CUDA 13.0 build of torch (2.14.1+cu130, no driver here) that .ci/run prepares and caches;
+# the GPU and install-truth tests point --python at it.
+CUDA_PYTHON_VARIABLE = "SCALABLE_DISTRIBUTED_CUDA_PYTHON"
+DEFAULT_CUDA_PYTHON = str(Path.home() / ".cache" / "pyg-skill-ci" / "cu130" / "bin" / "python")
 
 
 class CheckerRun:

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 import fake_nvml
-from conftest import CHECKER, ROOT, clean_env, diagnoses, invoke_checker
+from conftest import (CHECKER, CUDA_PYTHON_VARIABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env, diagnoses,
+                      invoke_checker)
 
-CUDA_PYTHON_VARIABLE = "SCALABLE_DISTRIBUTED_CUDA_PYTHON"
-DEFAULT_CUDA_PYTHON = "/root/.cache/pyg-skill-ci/cu130/bin/python"
 DEVICE_CHECK = ROOT / "tests" / "gpu" / "device_check.sh"
 EXIT_NO_GPU = 77  # device_check.sh: no nvidia-smi, nothing was checked
 
@@ -170,7 +169,7 @@ def test_v100_under_cu130_has_no_kernels(v100_host, cuda_python):
     assert "SM < 7.5" in found["evidence"]["cudnn"]  # cuDNN 9.24 refuses Volta too
     # torch's own table of its builds: only CUDA 12.6 still has sm_70.
     assert found["evidence"]["builds_with_kernels"] == ["cu126"]
-    assert found["fix"].startswith("%s -m pip install torch==%s --index-url https://download.pytorch.org/whl/cu126"
+    assert found["fix"].startswith("%s -m pip install torch==%s+cu126 --index-url https://download.pytorch.org/whl/cu126"
                                    % (cuda_python["python"], cuda_python["release"]))
     cuda = v100_host.json["cuda"]
     assert cuda["available"] is False and cuda["blocked_by"] == ["cuda-arch-not-compiled"]
@@ -199,7 +198,7 @@ def test_driver_one_cuda_major_behind(old_driver_host, cuda_python):
     assert evidence["minimum_driver_for_cuda_13"] == ">= 580"
     assert "The NVIDIA driver on your system is too old (found version 12080)" in evidence["predicted_error"]
     # The same release built for CUDA 12.6 runs on this driver and has sm_90 kernels.
-    assert found["fix"].startswith("%s -m pip install torch==%s --index-url https://download.pytorch.org/whl/cu126"
+    assert found["fix"].startswith("%s -m pip install torch==%s+cu126 --index-url https://download.pytorch.org/whl/cu126"
                                    % (cuda_python["python"], cuda_python["release"]))
     cuda = old_driver_host.json["cuda"]
     assert cuda["available"] is False and cuda["blocked_by"] == ["cuda-driver-too-old"]
@@ -230,7 +229,7 @@ def test_cpu_only_torch_on_a_gpu_host(host):
     found = result.only("cuda-torch-cpu-only")
     assert found["severity"] == "warning"
     assert found["evidence"]["builds_with_kernels"][0] == "cu130"  # newest build the 13.0 driver runs
-    assert found["fix"].startswith("%s -m pip install torch==%s --index-url https://download.pytorch.org/whl/cu130"
+    assert found["fix"].startswith("%s -m pip install torch==%s+cu130 --index-url https://download.pytorch.org/whl/cu130"
                                    % (sys.executable, version.split("+")[0]))
     assert result.json["cuda"]["blocked_by"] == ["torch-not-a-cuda-build"]
     assert result.returncode == 1

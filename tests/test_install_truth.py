@@ -5,8 +5,8 @@ The wheel table lives in scripts/check_sampling_backends.py (WHEEL_ROWS); every 
 README.md and references/*.md is checked against it, so the docs cannot drift from the checker.
 The last test builds the broken venv of issue 12 (torch 2.14.1 with torch-scatter/torch-sparse
 wheels that pip cached from a torch 2.13 build) and runs the printed rebuild for torch-scatter:
-about 6 min of both cores. `.ci/run` may point PYG_SKILL_TORCH214_VENV at a prepared venv holding
-torch 2.14.1, torch_geometric 2.8.1 and scipy (it is only read: the broken venv sees it through a
+about 6 min of both cores. The torch 2.14.1 venv is the one the GPU tests use (conftest's
+SCALABLE_DISTRIBUTED_CUDA_PYTHON, prepared by .ci/run with torch_geometric 2.8.1 and scipy; it is only read: the broken venv sees it through a
 .pth file); without it the test installs that stack itself (about 5.5 GB).
 """
 
@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 import fakes
-from conftest import CHECKER, ROOT, clean_env, diagnoses, invoke_checker
+from conftest import (CHECKER, CUDA_PYTHON_VARIABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env, diagnoses,
+                      invoke_checker)
 
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "references").glob("*.md"))
 WHEEL_LINE = re.compile(r"https://data\.pyg\.org/whl/torch-(\d+\.\d+)\.(\d+)\+(\w+)\.html")
@@ -245,9 +246,9 @@ def run(command, **options):
 
 def torch_214_site(tmp_path_factory):
     """site-packages holding torch 2.14.1, torch_geometric 2.8.1 and scipy (prepared, or installed now)."""
-    prepared = os.environ.get("PYG_SKILL_TORCH214_VENV")
-    if prepared:
-        python = Path(prepared) / "bin" / "python"
+    prepared = Path(os.environ.get(CUDA_PYTHON_VARIABLE) or DEFAULT_CUDA_PYTHON)
+    if prepared.exists():
+        python = prepared
     else:
         venv = tmp_path_factory.mktemp("torch214") / "venv"
         run([sys.executable, "-m", "venv", venv], check=True)
