@@ -1012,7 +1012,6 @@ def torch_release_archs():
 
 
 def probe_distributed():
-    import torch
     import torch.distributed as dist
     facts = {"available": dist.is_available(), "backends": {}, "rpc_available": False}
     if facts["available"]:

@@ -1,6 +1,7 @@
 """Shared fixtures: run the checker the way an agent does and validate its JSON."""
 
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -167,3 +168,16 @@ def diagnosis_test_ids():
         for arguments in re.findall(r"^@diagnoses\(([^)]*)\)", path.read_text(), re.M):
             ids.update(re.findall(r"[\"']([a-z0-9-]+)[\"']", arguments))
     return ids
+
+
+@functools.lru_cache(maxsize=None)
+def load_checker():
+    """The checker as a module (stdlib only), to replay its rules on edited facts; writes no bytecode."""
+    spec = importlib.util.spec_from_file_location("check_sampling_backends_replay", CHECKER)
+    module = importlib.util.module_from_spec(spec)
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
+    return module

@@ -14,8 +14,6 @@ tests/ are exactly the ids the checker can emit.
 """
 
 import copy
-import functools
-import importlib.util
 import json
 import os
 import platform
@@ -26,7 +24,7 @@ import sys
 import pytest
 
 import fakes
-from conftest import CHECKER, clean_env, diagnosis_test_ids, diagnoses, invoke_checker, pyenv_python
+from conftest import CHECKER, clean_env, diagnosis_test_ids, diagnoses, invoke_checker, load_checker, pyenv_python
 
 PY_TAG = "cp%d%d" % sys.version_info[:2]
 LINUX_TAG = "%s-%s-linux_%s" % (PY_TAG, PY_TAG, platform.machine())
@@ -84,19 +82,6 @@ def source_build_fix(dists, python=sys.executable):
 def install_fix(package, torch_build, python=sys.executable):
     return "%s -m pip install --only-binary=:all: %s -f %s" % (shlex.quote(str(python)), package,
                                                                 torch_build["index"])
-
-
-@functools.lru_cache(maxsize=None)
-def load_checker():
-    """The checker as a module (stdlib only), to replay its rules on edited facts."""
-    spec = importlib.util.spec_from_file_location("check_sampling_backends_replay", CHECKER)
-    module = importlib.util.module_from_spec(spec)
-    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = writes_bytecode
-    return module
 
 
 def replay(document, edit, *flags):

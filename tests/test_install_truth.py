@@ -12,7 +12,6 @@ SCALABLE_DISTRIBUTED_CUDA_PYTHON, prepared by .ci/run with torch_geometric 2.8.1
 
 import base64
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -25,23 +24,12 @@ from pathlib import Path
 import pytest
 
 import fakes
-from conftest import (CHECKER, CUDA_PYTHON_VARIABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env, diagnoses,
-                      invoke_checker)
+from conftest import (CUDA_PYTHON_VARIABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env, diagnoses,
+                      invoke_checker, load_checker)
 
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "references").glob("*.md"))
 WHEEL_LINE = re.compile(r"https://data\.pyg\.org/whl/torch-(\d+\.\d+)\.(\d+)\+(\w+)\.html")
 PINNED = re.compile(r"\b(torch-scatter|torch-sparse|torch-cluster|torch-spline-conv)==([\w.]+)")
-
-
-def load_checker():
-    spec = importlib.util.spec_from_file_location("check_sampling_backends_install", CHECKER)
-    module = importlib.util.module_from_spec(spec)
-    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = writes_bytecode
-    return module
 
 
 checker = load_checker()
