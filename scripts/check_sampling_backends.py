@@ -2399,28 +2399,62 @@ def docs_path():
 
 
 def compact_facts(facts):
-    """The default document: every section, minus the bulk few readers need (--full has it all)."""
+    """The default document: every section, minus the bulk few readers need (--full has it all).
+
+    Dropped here: install records of single copies (kept when a package has
+    duplicates), module file paths, operator lists, torch-version PyG flags
+    (WITH_PT*) and false flags, repeated warnings, child stderr in attempts,
+    the raw feature probe (sampling.probe), the stack_level locations (the
+    finding has them) and the constant source-build time.
+    """
     compact = dict(facts)
     distributions = facts.get("distributions")
     if distributions:
         packages = {}
         for name, package in distributions["packages"].items():
-            packages[name] = dict(package, installs=[
-                {key: record.get(key) for key in ("version", "location", "installer", "wheel_tags")}
-                for record in package["installs"]])
+            entry = {"installed": package["installed"], "version": package["version"],
+                     "copies": len(package["installs"])}
+            if len(package["installs"]) > 1:
+                entry["installs"] = [{key: record.get(key) for key in ("version", "location", "installer")}
+                                     for record in package["installs"]]
+            packages[name] = entry
         compact["distributions"] = dict(distributions, packages=packages)
+    for section in ("torch_build", "pyg_source"):
+        if facts.get(section):
+            compact[section] = {k: v for k, v in facts[section].items() if k not in ("package_dir", "git_version")}
+    if compact.get("pyg_source", {}).get("stack_level_typo"):  # the locations are in the finding's evidence
+        compact["pyg_source"]["stack_level_typo"] = len(compact["pyg_source"]["stack_level_typo"])
+    if facts.get("sampling"):  # the raw feature probe; "features" is its verdict
+        compact["sampling"] = {k: v for k, v in facts["sampling"].items() if k != "probe"}
+    if facts.get("install"):
+        compact["install"] = {k: v for k, v in facts["install"].items() if k != "source_build_time"}
+    for section in ("torch", "pyg"):
+        if facts.get(section):
+            compact[section] = lean_record(facts[section])
+    pyg = compact.get("pyg")
+    if pyg and "flags" in pyg:
+        pyg["flags"] = {k: v for k, v in pyg["flags"].items() if v and not re.match(r"^WITH_PT\d+$", k)}
+        pyg["flags_shown"] = "true ones, WITH_PT* left out (--full has all)"
     extensions = facts.get("extensions")
     if extensions:
-        compact["extensions"] = {module: {key: value for key, value in entry.items() if key != "ops"}
+        compact["extensions"] = {module: lean_record(entry, drop=("file", "ops"))
                                  for module, entry in extensions.items()}
-    pyg = facts.get("pyg")
-    if pyg and "flags" in pyg:
-        compact["pyg"] = dict(pyg, flags={k: v for k, v in pyg["flags"].items() if v}, flags_shown="true only")
     probe = facts.get("probe")
     if probe:
         compact["probe"] = dict(probe, attempts=[{k: v for k, v in a.items() if k != "stderr_tail"}
                                                  for a in probe["attempts"]])
     return compact
+
+
+def lean_record(entry, drop=("file",)):
+    lean = {k: v for k, v in entry.items() if k not in drop}
+    if lean.get("warnings"):
+        unique = []
+        for warning in lean["warnings"]:
+            if warning not in unique:
+                unique.append(warning)
+        lean["warnings"] = unique
+    return lean
 
 
 def emit(document, pretty):
@@ -2739,9 +2773,14 @@ def run_static_in(python, timeout):
 
 
 def refuse_gates_without_probe(options):
-    asked = [flag for flag, value in (("--require-neighbor-backend", options.require_neighbor_backend),
-                                      ("--require-cuda", options.require_cuda),
-                                      ("--require-distributed", options.require_distributed)) if value]
+    asked = []
+    if options.require_neighbor_backend:
+        asked.append("--require-neighbor-backend")
+    if options.require_cuda:
+        asked.append("--require-cuda")
+    if options.require_distributed:
+        asked += ["--require-distributed"] + ([] if options.require_distributed == "any"
+                                              else [options.require_distributed])
     if options.static_only and asked:
         raise UsageError("check_sampling_backends.py: error: %s needs the full probe; drop --static-only"
                          % " ".join(asked), "usage-error",
