@@ -2482,7 +2482,8 @@ def version_rows(document):
         rows.append(("torch", "%s (%s)" % (build.get("version") or "not installed", torch.get("status"))))
     nvml = cuda.get("nvml") or {}
     if cuda.get("status") != "not-probed":
-        rows.append(("CUDA devices", "%s (driver %s)" % (cuda.get("device_count", 0), nvml.get("driver_version"))))
+        rows.append(("CUDA devices", "%s (%s)" % (cuda.get("device_count", 0), "driver %s" % nvml.get("driver_version")
+                                                  if nvml.get("available") else "no NVML: no NVIDIA driver seen")))
     if distributed.get("available") is not None:
         rows.append(("torch.distributed", ", ".join(b for b, ok in sorted(distributed.get("backends", {}).items())
                                                     if ok) or "no backend"))

@@ -224,9 +224,10 @@ def test_probe_deadline(tmp_path):
 
 @diagnoses("checker-internal-error")
 def test_checker_internal_error(tmp_path):
-    # A sitecustomize that ends every interpreter it starts in: the checker's
-    # child then dies before it says anything, which the checker cannot explain.
-    (tmp_path / "sitecustomize.py").write_text("import os\nos._exit(0)\n")
+    # A sitecustomize that ends the checker's child interpreter as it starts:
+    # the child dies before it says anything, which the checker cannot explain.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, sys\nif '--internal-child-probe' in sys.argv:\n    os._exit(0)\n")
     result = run_with(tmp_path, "--static-only", "--python", pyenv_python("3.12"))
     assert result.returncode == 3
     found = result.only("checker-internal-error")
