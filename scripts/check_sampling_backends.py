@@ -2403,17 +2403,21 @@ def compact_facts(facts):
 
     Dropped here: install records of single copies (kept when a package has
     duplicates), module file paths, operator lists, torch-version PyG flags
-    (WITH_PT*) and false flags, repeated warnings, child stderr in attempts,
-    the raw feature probe (sampling.probe), the stack_level locations (the
-    finding has them) and the constant source-build time.
+    (WITH_PT*) and false flags, warning texts (counted), child stderr in
+    attempts, who tried a socket (counted), the raw feature probe
+    (sampling.probe), the stack_level locations (the finding has them), the
+    constant source-build time (and the source build itself where wheels
+    exist), a passed smoke sample's details, and interpreter facts that
+    repeat others.
     """
     compact = dict(facts)
     distributions = facts.get("distributions")
     if distributions:
         packages = {}
         for name, package in distributions["packages"].items():
-            entry = {"installed": package["installed"], "version": package["version"],
-                     "copies": len(package["installs"])}
+            entry = {"installed": package["installed"]}
+            if package["installs"]:
+                entry.update(version=package["version"], copies=len(package["installs"]))
             if len(package["installs"]) > 1:
                 entry["installs"] = [{key: record.get(key) for key in ("version", "location", "installer")}
                                      for record in package["installs"]]
@@ -2426,8 +2430,13 @@ def compact_facts(facts):
         compact["pyg_source"]["stack_level_typo"] = len(compact["pyg_source"]["stack_level_typo"])
     if facts.get("sampling"):  # the raw feature probe; "features" is its verdict
         compact["sampling"] = {k: v for k, v in facts["sampling"].items() if k != "probe"}
-    if facts.get("install"):
-        compact["install"] = {k: v for k, v in facts["install"].items() if k != "source_build_time"}
+        compact["sampling"]["smoke"] = {  # a passed sample's details say nothing more than "passed"
+            backend: {k: v for k, v in result.items() if not (k == "samples" and result.get("passed"))}
+            for backend, result in facts["sampling"]["smoke"].items()}
+    install = facts.get("install")
+    if install:  # the source build matters only where no wheel exists
+        compact["install"] = {k: v for k, v in install.items() if k != "source_build_time" and not (
+            install.get("wheels_available") and k in ("source_build_command", "no_wheel_reasons"))}
     for section in ("torch", "pyg"):
         if facts.get(section):
             compact[section] = lean_record(facts[section])
@@ -2442,23 +2451,30 @@ def compact_facts(facts):
     probe = facts.get("probe")
     if probe:
         compact["probe"] = dict(probe, attempts=[{k: v for k, v in a.items() if k != "stderr_tail"}
-                                                 for a in probe["attempts"]])
+                                                 for a in probe["attempts"]],
+                                refused_sockets=len(probe["refused_sockets"]))
+        del compact["probe"]["interpreter"]  # the "interpreter" section names it
+    if facts.get("python"):
+        compact["python"] = {k: v for k, v in facts["python"].items() if k not in ("release", "platform")}
+    choice = facts.get("interpreter")
+    if choice:
+        compact["interpreter"] = {k: v for k, v in choice.items()
+                                  if v is not None and k != "probed_prefix"
+                                  and not (k == "running" and v == choice["probed"])}
     return compact
 
 
 def lean_record(entry, drop=("file",)):
-    lean = {k: v for k, v in entry.items() if k not in drop}
-    if lean.get("warnings"):
-        unique = []
-        for warning in lean["warnings"]:
-            if warning not in unique:
-                unique.append(warning)
-        lean["warnings"] = unique
+    """A probe record without file paths and with its warnings counted, not quoted."""
+    lean = {k: v for k, v in entry.items() if k not in drop and k != "warnings"}
+    if "warnings" in entry:
+        lean["warning_count"] = len(entry["warnings"])
     return lean
 
 
 def emit(document, pretty):
-    text = json.dumps(document, indent=2 if pretty else None, sort_keys=False, default=str)
+    separators = None if pretty else (",", ":")  # compact means no padding spaces either
+    text = json.dumps(document, indent=2 if pretty else None, separators=separators, sort_keys=False, default=str)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
