@@ -2458,9 +2458,7 @@ def compact_facts(facts):
         compact["python"] = {k: v for k, v in facts["python"].items() if k not in ("release", "platform")}
     choice = facts.get("interpreter")
     if choice:
-        compact["interpreter"] = {k: v for k, v in choice.items()
-                                  if v is not None and k != "probed_prefix"
-                                  and not (k == "running" and v == choice["probed"])}
+        compact["interpreter"] = {k: v for k, v in choice.items() if v is not None and k != "probed_prefix"}
     return compact
 
 
