@@ -392,7 +392,11 @@ def ephemeral_kind(prefix):
     cache (and points VIRTUAL_ENV at it); uvx, `uv run --with` and `pipx run`
     do the same. None of them is where the user's torch lives.
     """
-    parts = os.path.realpath(prefix).replace("\\", "/").split("/")
+    real = os.path.realpath(prefix)
+    parts = real.replace("\\", "/").split("/")
+    uv_cache = os.environ.get("UV_CACHE_DIR")
+    if uv_cache and real.startswith(os.path.realpath(uv_cache) + os.sep):
+        return "uv"
     if "uv" in parts and any(p in parts for p in ("environments-v2", "archive-v0", "builds-v0", "tools")):
         return "uv"
     if "pipx" in parts and (".cache" in parts or "venvs" in parts):
