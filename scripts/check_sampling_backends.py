@@ -2565,10 +2565,13 @@ def render_markdown(document, redact_private=True):
              "status **%s**, exit %d, %s probe in %.1f s; gates: %s" % (
                  document["status"], document["exit_code"], checker["mode"], checker["elapsed_s"],
                  ", ".join("%s %s" % (name, "passed" if g["passed"] else "FAILED")
-                           for name, g in document["gates"].items()) or "none asked"), "",
-             "| component | version (state) |", "|---|---|"]
-    for component, state in version_rows(document):
-        lines.append("| %s | %s |" % (component, str(state).replace("|", "\\|")))
+                           for name, g in document["gates"].items()) or "none asked"), ""]
+    if document.get("python") is None:
+        lines.append("no facts gathered: the checker stopped before probing (see the finding)")
+    else:
+        lines += ["| component | version (state) |", "|---|---|"]
+        for component, state in version_rows(document):
+            lines.append("| %s | %s |" % (component, str(state).replace("|", "\\|")))
     findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
     lines += ["", "#### Findings (%d)" % len(findings), ""]
     for item in findings:
