@@ -1225,7 +1225,7 @@ def build_parser():
             sys.exit(EXIT_USAGE)
 
     parser = OneLineErrorParser(
-        prog="check_partition.py", usage=USAGE, epilog=EPILOG,
+        usage=USAGE, epilog=EPILOG,
         description="Validate a partition folder written by torch_geometric.distributed.Partitioner before "
                     "training: META.json, part_N/ folders and files, node/edge map coverage, offsets, type "
                     "lists, feature rows, labels and seed splits, and PyG's own from_partition verdict for every "

@@ -16,7 +16,9 @@ standard library is imported in a child interpreter with a deadline, so a
 segfaulting or hanging extension still yields valid JSON naming the culprit.
 
 The module imports only the standard library, so it runs on any CPython 3.8+,
-with or without torch.
+with or without torch. Older interpreters get a clean refusal (exit 2): this
+file must stay parseable by Python 2.7 so that the refusal below can run
+(tests/test_first_run.py runs it under 2.7, 3.6 and 3.7).
 """
 
 import json
@@ -25,14 +27,38 @@ import re
 import sys
 import time
 
-SCHEMA_VERSION = "1.0"
-CHECKER_VERSION = "1.0.0"
+# Schema versions: MAJOR.MINOR. MAJOR changes when a key the default output
+# had is removed or renamed, or a value changes type or meaning; MINOR when
+# keys, enum values or finding ids are added. Readers check MAJOR only.
+SCHEMA_VERSION = "2.0"
+CHECKER_VERSION = "2.0.0"
 DOCS = "references/troubleshooting.md"
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+MIN_PYTHON = (3, 8)
+
+
+def refuse_old_python():
+    """Under Python < 3.8: one stderr line, a JSON finding, exit 2 (2.7-compatible code)."""
+    version = ".".join(str(part) for part in sys.version_info[:3])
+    line = ("check_sampling_backends.py: error: this is Python %s; the checker needs Python 3.8+ "
+            "(run it with python3.8 or newer, e.g. python3 scripts/check_sampling_backends.py)" % version)
+    sys.stderr.write(line + "\n")
+    finding = {"id": "interpreter-unsupported", "severity": "error",
+               "title": "the interpreter is not a CPython 3.8+ the checker can run in or probe",
+               "evidence": {"interpreter": sys.executable, "python": version, "needs": ">=3.8"},
+               "fix": "python3 scripts/check_sampling_backends.py  # any Python 3.8+",
+               "docs": "references/troubleshooting.md#interpreter-unsupported"}
+    sys.stdout.write(json.dumps({"schema_version": SCHEMA_VERSION, "ok": False, "status": "usage-error",
+                                 "exit_code": EXIT_USAGE, "findings": [finding]}) + "\n")
+    sys.exit(EXIT_USAGE)
+
+
+if sys.version_info[:2] < MIN_PYTHON:
+    refuse_old_python()
 
 DEFAULT_TIMEOUT = 60.0
 CHILD_FLAG = "--internal-child-probe"  # not a user flag: marks the child process
@@ -212,6 +238,10 @@ FINDINGS = {
     "python-unsupported-by-pyg": ("warning", "this Python is older than the installed PyG supports"),
     "probe-deadline": ("warning", "the probe hit its deadline; some facts are missing"),
     "checker-internal-error": ("error", "the checker itself failed"),
+    "usage-error": ("error", "the command line asks for something the checker cannot do"),
+    "interpreter-unsupported": ("error", "the interpreter is not a CPython 3.8+ the checker can run in or probe"),
+    "interpreter-not-active": ("warning", "the probed interpreter is not the environment you work in"),
+    "interpreter-ephemeral": ("warning", "the probed interpreter is a throwaway uv/pipx environment"),
     "ext-undefined-symbol": ("error", "extension built for another torch (undefined symbol)"),
     "ext-cuda-mismatch": ("error", "extension compiled with a different CUDA than torch"),
     "ext-cuda-runtime-missing": ("error", "a CUDA library the extension needs cannot be loaded"),
@@ -270,17 +300,41 @@ FINDINGS = {
 USAGE = """\
 %(prog)s [--require-neighbor-backend] [--require-cuda]
        [--require-distributed [BACKEND]] [--python PATH] [--timeout SECONDS]
-       [--static-only] [--pretty] [--schema] [--list-findings]"""
+       [--static-only] [--format {json,markdown}] [--no-redact] [--full]
+       [--pretty] [--schema] [--list-findings]"""
 
 EPILOG = """\
-exit codes:
-  0  probe finished; every --require-* gate passed (findings may still exist)
-  1  a --require-* gate failed (see "gates" and the error findings)
-  2  usage error (bad flag or value); nothing is printed on stdout
+ok and exit codes (the same in check_store_contract.py and check_partition.py):
+  "ok" is true when there is no finding of severity error, no failed gate and
+  no internal error. This checker applies a gate only when asked (--require-*);
+  "gates" lists the ones applied. So "ok": false with exit 0 means: something
+  is wrong (see the error findings) but no gate you asked for failed.
+  0  ran; every gate applied passed (status ok, warning, error or incomplete)
+  1  a --require-* gate failed (status gate-failed; see "gates" and the findings)
+  2  usage error: bad flag, --static-only with a gate, an interpreter that is
+     not CPython 3.8+; one line on stderr, and a JSON document whose finding
+     (usage-error, interpreter-unsupported) says what to run instead
   3  internal error in the checker; the JSON says so in "findings"
+  --static-only imports nothing, so its status is never "ok": it is
+  "incomplete" (or "error" when metadata alone shows an error).
+
+which interpreter is probed:
+  --python PATH when given. Otherwise the active environment ($VIRTUAL_ENV,
+  else $CONDA_PREFIX; under `uv run`, which points VIRTUAL_ENV at its own
+  throwaway env, the first other venv on PATH) when this interpreter is such a
+  throwaway uv/pipx env or a base Python outside any environment; otherwise
+  this interpreter. A probed interpreter that is not the active environment
+  gets the finding interpreter-not-active (and a line on stderr).
+
+output:
+  One JSON document on stdout (compact: --full adds install records, operator
+  lists, every PyG flag and child stderr), or with --format markdown a report
+  to paste into an issue, user/home/host/node names redacted by default
+  (pasted reports are public and cannot be unsent; --no-redact keeps them).
+  A short summary goes to stderr at the end of every run.
 
 what it guarantees:
-  Exactly one JSON document on stdout; progress and warnings on stderr.
+  Exactly one document on stdout; progress and warnings on stderr.
   Read-only: no file or directory written, no socket opened, no CUDA context
   created (CUDA facts come from NVML), no service started, nothing downloaded,
   no prompt. Imports happen in a child interpreter bounded by --timeout.
@@ -292,11 +346,12 @@ environment:
   CUDA_VISIBLE_DEVICES  read as CUDA reads it and checked against NVML's GPUs
 
 examples:
-  python scripts/check_sampling_backends.py --pretty
-  python scripts/check_sampling_backends.py --require-neighbor-backend
-  python scripts/check_sampling_backends.py --python ~/venvs/pyg/bin/python
-  python scripts/check_sampling_backends.py --static-only
-  python scripts/check_sampling_backends.py | jq '.findings[] | {id, fix}'
+  python3 scripts/check_sampling_backends.py --pretty
+  python3 scripts/check_sampling_backends.py --require-neighbor-backend
+  python3 scripts/check_sampling_backends.py --python ~/venvs/pyg/bin/python
+  python3 scripts/check_sampling_backends.py --format markdown
+  python3 scripts/check_sampling_backends.py --static-only
+  python3 scripts/check_sampling_backends.py | jq '.findings[] | {id, fix}'
 """
 
 
@@ -403,7 +458,48 @@ def get_python_facts():
         "release": platform.release(),
         "machine": platform.machine(),
         "libc": {"name": libc_name, "version": libc_version},
+        "pip": has_pip(),
+        "venv_tool": venv_tool(sys.prefix),
+        "ephemeral": ephemeral_kind(sys.prefix),
     }
+
+
+def has_pip():
+    """Whether `python -m pip` can work here, found without importing pip (that takes ~200 ms)."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec("pip") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def venv_tool(prefix):
+    """'uv' or 'virtualenv' when pyvenv.cfg names the tool that made this venv, else None."""
+    config = read_text(os.path.join(prefix, "pyvenv.cfg"), 8192) or ""
+    for line in config.splitlines():
+        key = line.split("=", 1)[0].strip().lower()
+        if key in ("uv", "virtualenv"):
+            return key
+    return None
+
+
+def ephemeral_kind(prefix):
+    """'uv' or 'pipx' when `prefix` is a throwaway environment such a tool made for one run.
+
+    `uv run script.py` with a PEP 723 header builds its own environment in uv's
+    cache (and points VIRTUAL_ENV at it); uvx, `uv run --with` and `pipx run`
+    do the same. None of them is where the user's torch lives.
+    """
+    real = os.path.realpath(prefix)
+    parts = real.replace("\\", "/").split("/")
+    uv_cache = os.environ.get("UV_CACHE_DIR")
+    if uv_cache and real.startswith(os.path.realpath(uv_cache) + os.sep):
+        return "uv"
+    if "uv" in parts and any(p in parts for p in ("environments-v2", "archive-v0", "builds-v0", "tools")):
+        return "uv"
+    if "pipx" in parts and (".cache" in parts or "venvs" in parts):
+        return "pipx"
+    return None
 
 
 def find_dist_info_dirs():
@@ -796,6 +892,123 @@ def gather_static_facts():
         "cpu": get_cpu_facts(),
         "environment": get_environment_facts(),
     }
+
+
+# ---------------------------------------------------------------------------
+# Which interpreter to probe. Rule (also in --help): --python wins; otherwise
+# the active environment ($VIRTUAL_ENV, else $CONDA_PREFIX; when uv/pipx
+# replaced VIRTUAL_ENV with its own throwaway env, the first other venv on
+# PATH) is probed instead of the running interpreter when the running one is
+# such a throwaway env or a base Python outside any environment. A running
+# interpreter that is itself a real venv/conda env is probed as asked.
+# ---------------------------------------------------------------------------
+
+INTERPRETER_MARK = "check-sampling-backends-interpreter "
+# Runs under any Python, 2.7 included, and answers one marked JSON line.
+INTERPRETER_QUESTION = (
+    "import json, os, platform, sys\n"
+    "pip = None\n"
+    "try:\n"
+    "    import importlib.util\n"
+    "    pip = importlib.util.find_spec('pip') is not None\n"
+    "except Exception:\n"
+    "    pass\n"
+    "sys.stdout.write(%r + json.dumps({'version': list(sys.version_info[:3]), "
+    "'implementation': platform.python_implementation(), 'executable': sys.executable, "
+    "'prefix': sys.prefix, 'pip': pip}) + '\\n')\n" % INTERPRETER_MARK)
+
+
+def looks_like_python(path):
+    """Only files named like an interpreter are ever run: `bash -c CODE` would run CODE as shell."""
+    names = (os.path.basename(path), os.path.basename(os.path.realpath(path)))
+    return any(re.match(r"^(python|pypy)[\w.\-]*(\.exe)?$", name, re.I) for name in names)
+
+
+def ask_interpreter(path, timeout):
+    """What `path` is: {"is_python", "version", "implementation", "prefix", "pip"} or a reason it is not Python."""
+    import subprocess
+    if not looks_like_python(path):
+        return {"is_python": False, "reason": "its name is not python*/pypy*, so it was not run"}
+    try:
+        completed = subprocess.run([path, "-c", INTERPRETER_QUESTION], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   timeout=min(timeout, 30.0), env=child_environment())
+    except subprocess.TimeoutExpired:
+        return {"is_python": False, "reason": "it did not answer a one-line Python program within %ds"
+                % min(timeout, 30.0)}
+    except OSError as error:
+        return {"is_python": False, "reason": "it cannot be run: %s" % error}
+    for line in completed.stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith(INTERPRETER_MARK):
+            try:
+                answer = json.loads(line[len(INTERPRETER_MARK):])
+            except ValueError:
+                break
+            answer["is_python"] = True
+            answer["version"] = ".".join(str(part) for part in answer["version"])
+            return answer
+    tail = completed.stderr.decode("utf-8", "replace").strip()[-300:]
+    return {"is_python": False, "reason": "it printed no answer to a one-line Python program (exit status %s)%s"
+            % (completed.returncode, ": " + tail if tail else "")}
+
+
+def environment_python(prefix):
+    for relative in ("bin/python", "bin/python3", "Scripts/python.exe", "python.exe"):
+        candidate = os.path.join(prefix, relative)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def same_path(a, b):
+    return bool(a and b) and os.path.realpath(a) == os.path.realpath(b)
+
+
+def active_environment(running_ephemeral):
+    """The environment the user works in, as the shell says: {"source", "prefix", "python"} or None."""
+    candidates = [(name, os.environ[name]) for name in ("VIRTUAL_ENV", "CONDA_PREFIX")
+                  if os.environ.get(name) and not ephemeral_kind(os.environ[name])]
+    if not candidates and running_ephemeral:
+        # uv points VIRTUAL_ENV at its own env but leaves the activated venv's bin on PATH.
+        for entry in os.environ.get("PATH", "").split(os.pathsep):
+            prefix = os.path.dirname(entry.rstrip("/\\"))
+            if entry and os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) and not ephemeral_kind(prefix) \
+                    and not same_path(prefix, sys.prefix):
+                candidates.append(("PATH", prefix))
+                break
+    for source, prefix in candidates:
+        return {"source": source, "prefix": prefix, "python": environment_python(prefix)}
+    return None
+
+
+def is_environment(prefix, base_prefix):
+    """A venv or a conda env, as opposed to a base/system Python."""
+    return not same_path(prefix, base_prefix) or os.path.isdir(os.path.join(prefix, "conda-meta"))
+
+
+def choose_interpreter(requested):
+    """-> (python to probe, facts about the choice). `requested` is --python or None."""
+    running_ephemeral = ephemeral_kind(sys.prefix)
+    active = active_environment(running_ephemeral)
+    running_is_active = bool(active) and same_path(active["prefix"], sys.prefix)
+    choice = {"chosen_by": "running", "probed": sys.executable, "running": sys.executable,
+              "running_ephemeral": running_ephemeral, "active_environment": active}
+    if requested is not None:
+        choice.update(chosen_by="--python", probed=requested)
+    elif active and not running_is_active and active["python"] and (
+            running_ephemeral or not is_environment(sys.prefix, getattr(sys, "base_prefix", sys.prefix))):
+        choice.update(chosen_by="active-environment", probed=active["python"])
+    return choice["probed"], choice
+
+
+def finish_interpreter_facts(choice, answer):
+    """Add what the probed interpreter said about itself (None when it is the running one)."""
+    prefix = (answer or {}).get("prefix") or (sys.prefix if choice["probed"] == sys.executable else None)
+    active = choice["active_environment"]
+    choice["probed_prefix"] = prefix
+    choice["probed_ephemeral"] = ephemeral_kind(prefix) if prefix else None
+    choice["probed_is_active"] = same_path(active["prefix"], prefix) if active and prefix else None
+    return choice
 
 
 # ---------------------------------------------------------------------------
@@ -1598,6 +1811,8 @@ def assemble_facts(static, probe, python, options):
         "features": feature_matrix(facts, smoke, features),
         "probe": features,
     }
+    if probe is None:
+        mark_not_probed(facts)
     facts["install"] = install_facts(facts, python)
     return facts
 
@@ -1760,6 +1975,16 @@ def torch_builds_covering(cuda, capabilities, within_driver=False):
         newer_minor = [v for v in covering if parse_version(v)[0] == have[0] and parse_version(v)[:2] > have]
         covering = older + ([] if within_driver else newer_minor)
     return [cuda_variant(version) for version in covering]
+
+def mark_not_probed(facts):
+    """--static-only imports nothing: what only the probe can know is "not-probed"/null, never false."""
+    for section in ("torch", "cuda", "distributed", "pyg"):
+        facts[section] = {"status": "not-probed"}
+    for entry in facts["extensions"].values():
+        entry["status"] = "not-probed"
+    sampling = facts["sampling"]
+    sampling["smoke"] = {backend: {"status": "not-probed", "passed": None} for backend in sampling["smoke"]}
+    sampling["features"] = {name: None for name in sampling["features"]}
 
 
 def feature_matrix(facts, smoke, features):
@@ -2017,6 +2242,98 @@ def torch_reinstall_command(facts):
     return command
 
 
+# A torch release PyG's wheel table (WHEEL_ROWS: pyg-lib has wheels for it) covers and the tests run
+# on; the install fix pins it so pip does not pick a newer torch PyG has no
+# wheels for yet.
+TORCH_PIN = "2.13.0"
+TORCH_PIN_NEEDS_PYTHON = (3, 10)
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def gpu_seen(facts):
+    """True/False from NVML when the probe asked it, None when nothing asked (static-only)."""
+    nvml = (facts.get("cuda") or {}).get("nvml")
+    if not nvml:
+        return None
+    return bool(nvml.get("available") and nvml.get("devices"))
+
+
+def torch_and_pyg_install_command(facts):
+    """Install torch (pinned) and PyG; the CPU-only build unless a GPU was seen."""
+    python = interpreter(facts)
+    if facts["python"].get("ephemeral"):
+        # Installing into a throwaway env helps no later run (interpreter-ephemeral says why).
+        return ("not into this throwaway %s env: make a lasting one: python3 -m venv ~/.venvs/pyg && "
+                "~/.venvs/pyg/bin/python -m pip install torch==%s --index-url %s && "
+                "~/.venvs/pyg/bin/python -m pip install torch_geometric"
+                % (facts["python"]["ephemeral"], TORCH_PIN, CPU_TORCH_INDEX))
+    if parse_version(facts["python"]["version"])[:2] < TORCH_PIN_NEEDS_PYTHON:
+        return ("torch %s and PyG 2.8 need Python %d.%d+; make a venv with a newer Python: "
+                "python3.11 -m venv ~/.venvs/pyg && ~/.venvs/pyg/bin/python -m pip install torch==%s "
+                "--index-url %s && ~/.venvs/pyg/bin/python -m pip install torch_geometric"
+                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (TORCH_PIN, CPU_TORCH_INDEX)))
+    seen = gpu_seen(facts)
+    if seen:  # PyPI's default Linux build is a CUDA one
+        command = "%s -m pip install torch==%s" % (python, TORCH_PIN)
+    else:
+        command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]))
+    command += " && %s -m pip install torch_geometric" % python
+    if seen is None:
+        command += "  # CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build"
+    elif not seen:
+        command += "  # CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build"
+    return command
+
+
+def checker_command(*flags):
+    return " ".join(("python3 scripts/check_sampling_backends.py",) + flags)
+
+
+def rule_interpreter_choice(facts, options):
+    """Say so when the probed interpreter is not where the user works."""
+    choice = facts.get("interpreter") or {}
+    active = choice.get("active_environment")
+    if choice.get("probed_is_active") is False:
+        evidence = {"probed": choice["probed"], "chosen_by": choice["chosen_by"],
+                    "active_environment": active["prefix"], "from": active["source"],
+                    "running": choice["running"]}
+        if active.get("python"):
+            fix = checker_command("--python", quote(active["python"]))
+        else:
+            fix = "%s has no bin/python: activate the environment you train in, then run: %s" % (
+                quote(active["prefix"]), checker_command())
+        # An explicit --python is a choice the user made; otherwise it is a surprise.
+        severity = "info" if choice["chosen_by"] == "--python" else None
+        return [finding("interpreter-not-active", evidence, fix=fix, severity=severity)]
+    if choice.get("probed_ephemeral") and not active:
+        return [finding("interpreter-ephemeral", {
+            "probed": choice["probed"], "tool": choice["probed_ephemeral"], "prefix": choice["probed_prefix"],
+            "why": "a %s run made this environment for the script alone; your torch is elsewhere"
+                   % choice["probed_ephemeral"]},
+            fix="activate the environment you train in (e.g. source ~/.venvs/pyg/bin/activate), then run: %s"
+                % checker_command())]
+    return []
+
+
+def adapt_pip_fixes(facts, findings):
+    """Never print `X -m pip` for an X without pip: uv-made venvs get `uv pip`, others ensurepip first."""
+    python = facts.get("python") or {}
+    if python.get("pip") is not False:
+        return findings
+    interpreter_text = interpreter(facts)
+    pip_prefix = "%s -m pip " % interpreter_text
+    for item in findings:
+        fix = item.get("fix")
+        if not fix or pip_prefix not in fix:
+            continue
+        if "uv" in (python.get("venv_tool"), python.get("ephemeral")):
+            item["fix"] = re.sub(re.escape(pip_prefix) + r"(install|uninstall) ",
+                                 lambda match: "uv pip %s --python %s " % (match.group(1), interpreter_text), fix)
+        else:
+            item["fix"] = "%s -m ensurepip --upgrade && %s" % (interpreter_text, fix)
+    return findings
+
+
 def rule_torch_and_pyg_presence(facts, options):
     found = []
     packages = facts["distributions"]["packages"]
@@ -2024,8 +2341,8 @@ def rule_torch_and_pyg_presence(facts, options):
     if not facts["torch_build"].get("found"):
         found.append(finding("torch-not-installed", {
             "interpreter": interpreter_path(facts),
-            "python": facts["python"]["version"]},
-            fix="%s -m pip install torch torch_geometric" % interpreter(facts)))
+            "python": facts["python"]["version"], "gpu_seen": gpu_seen(facts)},
+            fix=torch_and_pyg_install_command(facts)))
         return found
     if torch.get("status") in FAILED_STEP_STATUSES:
         found.append(finding("torch-import-failed", {"outcome": torch}, fix=torch_reinstall_command(facts)))
@@ -2866,6 +3183,7 @@ def rule_gates_cuda_distributed(facts, options):
 
 
 RULES = (
+    rule_interpreter_choice,
     rule_torch_and_pyg_presence,
     rule_python_supported_by_pyg,
     rule_probe_deadline,
@@ -2891,6 +3209,7 @@ def diagnose(facts, options):
     findings = []
     for rule in RULES:
         findings.extend(rule(facts, options))
+    adapt_pip_fixes(facts, findings)
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f["severity"]])  # stable: rule order within a severity
     return findings
@@ -2914,32 +3233,47 @@ def evaluate_gates(facts, options):
         gates["distributed"] = {"passed": passed, "backend": backend}
     return gates
 
-
 # ---------------------------------------------------------------------------
-# Rendering
+# Rendering: the JSON document (compact by default, --full for every fact),
+# a Markdown report for people, and a short summary on stderr.
 # ---------------------------------------------------------------------------
 
-FACT_SECTIONS = ("python", "distributions", "torch_build", "pyg_source", "cpu", "environment", "probe",
-                 "torch", "cuda", "distributed", "pyg", "extensions", "sampling", "install")
+FACT_SECTIONS = ("interpreter", "python", "distributions", "torch_build", "pyg_source", "cpu", "environment",
+                 "probe", "torch", "cuda", "distributed", "pyg", "extensions", "sampling", "install")
+USAGE_FINDINGS = ("usage-error", "interpreter-unsupported")
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def verdict(findings, gates, internal_error, static_only):
+    """(ok, status, exit code): the one meaning shared by the three checkers (see --help)."""
+    gate_failed = any(not g["passed"] for g in gates.values())
+    has_error = any(f["severity"] == "error" for f in findings)
+    ok = not has_error and not gate_failed and not internal_error
+    if internal_error:
+        return ok, "internal-error", EXIT_INTERNAL
+    if any(f["id"] in USAGE_FINDINGS for f in findings):
+        return ok, "usage-error", EXIT_USAGE
+    if gate_failed:
+        return ok, "gate-failed", EXIT_GATE_FAILED
+    if has_error:
+        return ok, "error", EXIT_OK
+    if static_only:
+        return ok, "incomplete", EXIT_OK  # nothing was imported: "ok" would claim what was not checked
+    if any(f["severity"] == "warning" for f in findings):
+        return ok, "warning", EXIT_OK
+    return ok, "ok", EXIT_OK
 
 
 def render(facts, findings, gates, options, started, internal_error=None):
     if internal_error is not None:
         findings = list(findings) + [finding("checker-internal-error", internal_error,
                                              fix="report it with this JSON attached")]
-    gate_failed = any(not g["passed"] for g in gates.values())
-    has_error = any(f["severity"] == "error" for f in findings)
-    if internal_error is not None:
-        status, exit_code = "internal-error", EXIT_INTERNAL
-    elif gate_failed:
-        status, exit_code = "gate-failed", EXIT_GATE_FAILED
-    else:
-        exit_code = EXIT_OK
-        status = "error" if has_error else (
-            "warning" if any(f["severity"] == "warning" for f in findings) else "ok")
+    static_only = bool(options and options.static_only)
+    ok, status, exit_code = verdict(findings, gates, internal_error is not None, static_only)
+    full = bool(options and options.full)
     document = {
         "schema_version": SCHEMA_VERSION,
-        "ok": not has_error and not gate_failed and internal_error is None,
+        "ok": ok,
         "status": status,
         "exit_code": exit_code,
         "findings": findings,
@@ -2947,28 +3281,237 @@ def render(facts, findings, gates, options, started, internal_error=None):
         "checker": {
             "version": CHECKER_VERSION,
             "argv": sys.argv[1:],
-            "mode": "static-only" if options.static_only else "full",
-            "timeout_s": options.timeout,
+            "mode": "static-only" if static_only else "full",
+            "detail": "full" if full else "compact",
+            "timeout_s": options.timeout if options else DEFAULT_TIMEOUT,
             "elapsed_s": round(time.time() - started, 3),
             "read_only": True,
+            "docs_path": docs_path(),
         },
     }
+    sections = facts if full or not facts else compact_facts(facts)
     for section in FACT_SECTIONS:
-        document[section] = facts.get(section)
+        document[section] = sections.get(section)
     return document, exit_code
 
 
+def docs_path():
+    """Absolute path of troubleshooting.md beside this script, or where the wheel installed it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "..", DOCS),
+                      os.path.join(sys.prefix, "share", "scalable-distributed", DOCS)):
+        if os.path.isfile(candidate):
+            return os.path.normpath(candidate)
+    return None
+
+
+def compact_facts(facts):
+    """The default document: every section, minus the bulk few readers need (--full has it all).
+
+    Dropped here: install records of single copies (kept when a package has
+    duplicates), module file paths, operator lists, torch-version PyG flags
+    (WITH_PT*) and false flags, warning texts (counted), child stderr in
+    attempts, who tried a socket (counted), the raw feature probe
+    (sampling.probe), the stack_level locations (the finding has them), the
+    constant source-build time (and the source build itself where wheels
+    exist), a passed smoke sample's details, and interpreter facts that
+    repeat others.
+    """
+    compact = dict(facts)
+    distributions = facts.get("distributions")
+    if distributions:
+        packages = {}
+        for name, package in distributions["packages"].items():
+            entry = {"installed": package["installed"]}
+            if package["installs"]:
+                entry.update(version=package["version"], copies=len(package["installs"]))
+            if len(package["installs"]) > 1:
+                entry["installs"] = [{key: record.get(key) for key in ("version", "location", "installer")}
+                                     for record in package["installs"]]
+            packages[name] = entry
+        compact["distributions"] = dict(distributions, packages=packages)
+    for section in ("torch_build", "pyg_source"):
+        if facts.get(section):
+            compact[section] = {k: v for k, v in facts[section].items() if k not in ("package_dir", "git_version")}
+    if compact.get("pyg_source", {}).get("stack_level_typo"):  # the locations are in the finding's evidence
+        compact["pyg_source"]["stack_level_typo"] = len(compact["pyg_source"]["stack_level_typo"])
+    if facts.get("sampling"):  # the raw feature probe; "features" is its verdict
+        compact["sampling"] = {k: v for k, v in facts["sampling"].items() if k != "probe"}
+        compact["sampling"]["smoke"] = {  # a passed sample's details say nothing more than "passed"
+            backend: {k: v for k, v in result.items() if not (k == "samples" and result.get("passed"))}
+            for backend, result in facts["sampling"]["smoke"].items()}
+    install = facts.get("install")
+    if install:  # the source build matters only where no wheel exists
+        compact["install"] = {k: v for k, v in install.items() if k != "source_build_time" and not (
+            install.get("wheels_available") and k in ("source_build_command", "no_wheel_reasons"))}
+    for section in ("torch", "pyg"):
+        if facts.get(section):
+            compact[section] = lean_record(facts[section])
+    pyg = compact.get("pyg")
+    if pyg and "flags" in pyg:
+        pyg["flags"] = {k: v for k, v in pyg["flags"].items() if v and not re.match(r"^WITH_PT\d+$", k)}
+        pyg["flags_shown"] = "true ones, WITH_PT* left out (--full has all)"
+    extensions = facts.get("extensions")
+    if extensions:
+        compact["extensions"] = {module: lean_record(entry, drop=("file", "ops"))
+                                 for module, entry in extensions.items()}
+    probe = facts.get("probe")
+    if probe:
+        compact["probe"] = dict(probe, attempts=[{k: v for k, v in a.items() if k != "stderr_tail"}
+                                                 for a in probe["attempts"]],
+                                refused_sockets=len(probe["refused_sockets"]))
+        del compact["probe"]["interpreter"]  # the "interpreter" section names it
+    if facts.get("python"):
+        compact["python"] = {k: v for k, v in facts["python"].items() if k not in ("release", "platform")}
+    choice = facts.get("interpreter")
+    if choice:
+        compact["interpreter"] = {k: v for k, v in choice.items() if v is not None and k != "probed_prefix"}
+    return compact
+
+
+def lean_record(entry, drop=("file",)):
+    """A probe record without file paths and with its warnings counted, not quoted."""
+    lean = {k: v for k, v in entry.items() if k not in drop and k != "warnings"}
+    if "warnings" in entry:
+        lean["warning_count"] = len(entry["warnings"])
+    return lean
+
+
 def emit(document, pretty):
-    text = json.dumps(document, indent=2 if pretty else None, sort_keys=False, default=str)
+    separators = None if pretty else (",", ":")  # compact means no padding spaces either
+    text = json.dumps(document, indent=2 if pretty else None, separators=separators, sort_keys=False, default=str)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def version_rows(document):
+    """(component, state) rows for people: what is installed and whether it works."""
+    python = document.get("python") or {}
+    torch = document.get("torch") or {}
+    build = document.get("torch_build") or {}
+    pyg = document.get("pyg") or {}
+    cuda = document.get("cuda") or {}
+    distributed = document.get("distributed") or {}
+    packages = (document.get("distributions") or {}).get("packages") or {}
+    libc = python.get("libc") or {}
+    rows = [("Python", "%s %s, %s %s, %s %s" % (
+        python.get("implementation"), python.get("version"), python.get("system"), python.get("machine"),
+        libc.get("name"), libc.get("version"))), ("interpreter", python.get("executable"))]
+    if torch.get("status") == "ok":
+        rows.append(("torch", "%s (CUDA build: %s)" % (torch.get("version"), torch.get("cuda") or "none")))
+    else:
+        rows.append(("torch", "%s (%s)" % (build.get("version") or "not installed", torch.get("status"))))
+    nvml = cuda.get("nvml") or {}
+    if cuda.get("status") != "not-probed":
+        rows.append(("CUDA devices", "%s (%s)" % (cuda.get("device_count", 0), "driver %s" % nvml.get("driver_version")
+                                                  if nvml.get("available") else "no NVML: no NVIDIA driver seen")))
+    if distributed.get("available") is not None:
+        rows.append(("torch.distributed", ", ".join(b for b, ok in sorted(distributed.get("backends", {}).items())
+                                                    if ok) or "no backend"))
+    version = (packages.get("torch-geometric") or {}).get("version")
+    rows.append(("PyG", "%s (%s)" % (pyg.get("version") or version or "not installed", pyg.get("status"))))
+    for module, entry in sorted((document.get("extensions") or {}).items()):
+        dist = entry.get("distribution")
+        rows.append((dist, "%s (%s)" % ((packages.get(dist) or {}).get("version") or "-", entry.get("status"))))
+    sampling = document.get("sampling") or {}
+    backend = sampling.get("neighbor_backend")
+    smoke = (sampling.get("smoke") or {}).get(backend) or {}
+    if document["checker"]["mode"] == "full":
+        rows.append(("neighbour sampling", "%s (smoke sample %s)" % (
+            backend, "passed" if smoke.get("passed") else "failed") if backend else "no backend"))
+    return rows
+
+
+def redactions(document):
+    """(text, replacement) pairs for what a public issue should not show: home, user, host, node lists."""
+    import getpass
+    pairs = []
+    home = os.path.expanduser("~")
+    if home and home not in ("/", "~"):
+        pairs.append((home.rstrip("/"), "~"))
+    for name in (os.environ.get("USER"), os.environ.get("LOGNAME"), safe_call(getpass.getuser)):
+        if name and len(name) > 1:
+            pairs.append((name, "<user>"))
+    nodename = safe_call(lambda: os.uname().nodename)
+    if nodename:
+        pairs.append((nodename, "<host>"))
+        pairs.append((nodename.split(".")[0], "<host>"))
+    launch = (document.get("environment") or {}).get("launch") or {}
+    for variable in ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "MASTER_ADDR"):
+        raw = (launch.get(variable) or {}).get("raw") or os.environ.get(variable)
+        if raw:
+            pairs.append((raw, "<%s>" % variable.lower()))
+    # Longest first, so a home path goes before the user name inside it.
+    return sorted(set(p for p in pairs if len(p[0]) > 1), key=lambda p: -len(p[0]))
+
+
+def safe_call(function):
+    try:
+        return function()
+    except Exception:  # no user/host name to hide is not an error
+        return None
+
+
+def redact(text, pairs):
+    for secret, replacement in pairs:
+        if secret in ("root",):
+            text = re.sub(r"(?<![\w.-])%s(?![\w.-])" % re.escape(secret), replacement, text)
+        else:
+            text = text.replace(secret, replacement)
+    return text
+
+
+def render_markdown(document, redact_private=True):
+    """A report to paste into an issue: versions table and findings with their fixes, nothing else."""
+    checker = document["checker"]
+    lines = ["### PyG environment (check_sampling_backends %s)" % checker["version"], "",
+             "status **%s**, exit %d, %s probe in %.1f s; gates: %s" % (
+                 document["status"], document["exit_code"], checker["mode"], checker["elapsed_s"],
+                 ", ".join("%s %s" % (name, "passed" if g["passed"] else "FAILED")
+                           for name, g in document["gates"].items()) or "none asked"), ""]
+    if document.get("python") is None:
+        lines.append("no facts gathered: the checker stopped before probing (see the finding)")
+    else:
+        lines += ["| component | version (state) |", "|---|---|"]
+        for component, state in version_rows(document):
+            lines.append("| %s | %s |" % (component, str(state).replace("|", "\\|")))
+    findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
+    lines += ["", "#### Findings (%d)" % len(findings), ""]
+    for item in findings:
+        lines.append("- **%s** `%s`: %s" % (item["severity"], item["id"], item["title"]))
+        if item.get("fix"):
+            lines.append("  fix: `%s`" % item["fix"].replace("`", "'"))
+    if not findings:
+        lines.append("none")
+    text = "\n".join(lines) + "\n"
+    if redact_private:
+        text = redact(text, redactions(document))
+        text += "\n<sub>user, home, host and node names redacted (--no-redact shows them)</sub>\n"
+    return text
+
+
+def stderr_summary(document):
+    """One screen for the person at the terminal; the JSON on stdout stays the contract."""
+    python = document.get("python") or {}
+    lines = ["check_sampling_backends: %s (exit %d) for %s (Python %s)" % (
+        document["status"], document["exit_code"], python.get("executable") or "?", python.get("version"))]
+    shown = [f for f in document["findings"] if f["severity"] in ("error", "warning")]
+    for item in shown[:8]:
+        lines.append("  %-7s %s: %s" % (item["severity"], item["id"], item["title"]))
+        if item.get("fix"):
+            fix = item["fix"] if len(item["fix"]) <= 200 else item["fix"][:197] + "..."
+            lines.append("          fix: %s" % fix)
+    hidden = len(document["findings"]) - len(shown[:8])
+    if hidden:
+        lines.append("  (+%d more, info included: see \"findings\" in the JSON)" % hidden)
+    return "\n".join(lines) + "\n"
 
 
 def json_schema():
     """The output contract. Sections hold plain facts; their inner keys may grow.
 
-    A fact section is null only when an internal error stopped the checker
-    before it was gathered.
+    A fact section is null when the checker stopped before gathering it: a
+    usage error (exit 2) or an internal error (exit 3).
     """
     finding_schema = {
         "type": "object",
@@ -2987,13 +3530,17 @@ def json_schema():
     object_or_null = {"type": ["object", "null"]}
     properties = {
         "schema_version": {"const": SCHEMA_VERSION},
-        "ok": {"type": "boolean"},
-        "status": {"enum": ["ok", "warning", "error", "gate-failed", "internal-error"]},
-        "exit_code": {"enum": [EXIT_OK, EXIT_GATE_FAILED, EXIT_INTERNAL]},
+        "ok": {"type": "boolean", "description": "no error finding, no failed gate, no internal error"},
+        "status": {"enum": ["ok", "warning", "error", "incomplete", "gate-failed", "usage-error",
+                            "internal-error"]},
+        "exit_code": {"enum": [EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL]},
         "findings": {"type": "array", "items": finding_schema},
         "gates": {"type": "object", "additionalProperties": gate_schema,
                   "propertyNames": {"enum": ["neighbor_backend", "cuda", "distributed"]}},
-        "checker": {"type": "object", "required": ["version", "mode", "elapsed_s", "read_only"]},
+        "checker": {"type": "object", "required": ["version", "mode", "detail", "elapsed_s", "read_only"],
+                    "properties": {"detail": {"enum": ["compact", "full"]}}},
+        "interpreter": {"type": ["object", "null"], "required": ["chosen_by", "probed", "running"],
+                        "properties": {"chosen_by": {"enum": ["--python", "active-environment", "running"]}}},
         "python": {"type": ["object", "null"], "required": ["version", "executable", "machine", "libc"]},
         "distributions": {"type": ["object", "null"], "required": ["packages", "module_claims"]},
         "torch_build": {"type": ["object", "null"], "required": ["found"]},
@@ -3019,7 +3566,11 @@ def json_schema():
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "check_sampling_backends.schema.json",
         "title": "check_sampling_backends.py output",
-        "description": "One JSON document printed on stdout. Keys appear in this order: " + ", ".join(order),
+        "description": "One JSON document printed on stdout. Keys appear in this order: " + ", ".join(order)
+                       + ". schema_version is MAJOR.MINOR: MAJOR changes when a key of the default output is "
+                         "removed or renamed or a value changes type or meaning, MINOR when keys, enum values "
+                         "or finding ids are added. Bulky facts (every install record, operator lists, all "
+                         "PyG flags, child stderr) appear only with --full.",
         "type": "object",
         "required": order,
         "additionalProperties": False,
@@ -3036,16 +3587,23 @@ def list_findings():
 # Command line
 # ---------------------------------------------------------------------------
 
+class UsageError(Exception):
+    """A refusal: one line on stderr, a JSON document with the finding on stdout, exit 2."""
+
+    def __init__(self, line, finding_id, evidence, fix):
+        Exception.__init__(self, line)
+        self.line, self.finding = line, finding(finding_id, evidence, fix=fix)
+
+
 def build_parser():
     import argparse
 
     class OneLineErrorParser(argparse.ArgumentParser):
         def error(self, message):
-            sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
-            sys.exit(EXIT_USAGE)
+            raise UsageError("%s: error: %s (see --help)" % (self.prog, message), "usage-error",
+                             {"message": message, "argv": sys.argv[1:]}, fix="%s --help" % checker_command())
 
     parser = OneLineErrorParser(
-        prog="check_sampling_backends.py",
         usage=USAGE,
         description="Probe Python, torch, CUDA, torch.distributed, PyG and its compiled extensions "
                     "(pyg-lib, torch-sparse, torch-scatter, ...) and print one JSON document with "
@@ -3063,14 +3621,24 @@ def build_parser():
                         choices=("any", "gloo", "nccl", "mpi", "ucc"),
                         help="exit 1 unless torch.distributed is available (and BACKEND, one of gloo, nccl, "
                              "mpi, ucc, when given)")
-    parser.add_argument("--python", metavar="PATH", default=sys.executable,
-                        help="interpreter to probe, e.g. another venv's bin/python (default: this one)")
+    parser.add_argument("--python", metavar="PATH", default=None,
+                        help="interpreter to probe, e.g. another venv's bin/python (default: the active "
+                             "environment's, else this one; see 'which interpreter' below)")
     parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds, default=DEFAULT_TIMEOUT,
                         help="bound on total wall time (default %(default)s); an import that makes no "
                              "progress for 40%% of it (2 to 20 s) is reported as hung")
     parser.add_argument("--static-only", action="store_true",
                         help="metadata, CPU and environment only: imports neither torch nor any extension "
-                             "(milliseconds)")
+                             "(milliseconds); what it cannot see is 'not-probed'/null and status is "
+                             "'incomplete'; the --require-* gates need the full probe")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json",
+                        help="json (default): the document agents read; markdown: a versions table and the "
+                             "findings with their fixes, to paste into an issue (names redacted)")
+    parser.add_argument("--no-redact", action="store_true",
+                        help="markdown: keep user, home, host and node names (redacted by default)")
+    parser.add_argument("--full", action="store_true",
+                        help="every fact: all install records, operator lists, all PyG flags, child stderr "
+                             "(the default compact document leaves these out)")
     parser.add_argument("--pretty", action="store_true", help="indent the JSON")
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the output and exit 0")
     parser.add_argument("--list-findings", action="store_true",
@@ -3089,12 +3657,33 @@ def positive_seconds(text):
     return value
 
 
-def resolve_python(parser, path):
+def resolve_python(path, timeout):
+    """--python PATH -> (absolute path, what it said about itself); UsageError unless CPython 3.8+."""
     import shutil
     resolved = path if os.sep in path else shutil.which(path)
     if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
-        parser.error("--python: %r is not an executable file" % path)
-    return os.path.abspath(resolved) if resolved != sys.executable else resolved
+        raise UsageError("check_sampling_backends.py: error: --python: %r is not an executable file" % path,
+                         "usage-error", {"python": path, "message": "not an executable file"},
+                         fix=checker_command("--python", "$(command -v python3)"))
+    resolved = os.path.abspath(resolved)
+    if resolved == sys.executable:
+        return resolved, None
+    answer = ask_interpreter(resolved, timeout)
+    if not answer["is_python"]:
+        raise UsageError("check_sampling_backends.py: error: --python %s is not a Python interpreter (%s)"
+                         % (path, answer["reason"]), "interpreter-unsupported",
+                         {"python": resolved, "is_python": False, "reason": answer["reason"]},
+                         fix=checker_command("--python", "/path/to/venv/bin/python  # a CPython 3.8+"))
+    version = parse_version(answer["version"])
+    if version[:2] < MIN_PYTHON or answer.get("implementation") != "CPython":
+        raise UsageError("check_sampling_backends.py: error: --python %s is %s %s; the checker probes "
+                         "CPython 3.8+ (torch 2.13 and PyG 2.8 need 3.10+)"
+                         % (path, answer.get("implementation"), answer["version"]), "interpreter-unsupported",
+                         {"python": resolved, "is_python": True, "version": answer["version"],
+                          "implementation": answer.get("implementation"), "needs": "CPython >= 3.8"},
+                         fix="make a venv with a newer Python and probe it: python3.11 -m venv ~/.venvs/pyg && "
+                             + checker_command("--python", "~/.venvs/pyg/bin/python"))
+    return resolved, answer
 
 
 def run_static_in(python, timeout):
@@ -3109,32 +3698,81 @@ def run_static_in(python, timeout):
     return record["data"]
 
 
+def refuse_gates_without_probe(options):
+    asked = []
+    if options.require_neighbor_backend:
+        asked.append("--require-neighbor-backend")
+    if options.require_cuda:
+        asked.append("--require-cuda")
+    if options.require_distributed:
+        asked += ["--require-distributed"] + ([] if options.require_distributed == "any"
+                                              else [options.require_distributed])
+    if options.static_only and asked:
+        raise UsageError("check_sampling_backends.py: error: %s needs the full probe; drop --static-only"
+                         % " ".join(asked), "usage-error",
+                         {"flags": asked + ["--static-only"],
+                          "message": "a gate is decided by importing and smoke-testing; --static-only imports "
+                                     "nothing"},
+                         fix=checker_command(*asked))
+
+
+def output(document, options):
+    if options is not None and options.format == "markdown":
+        sys.stdout.write(render_markdown(document, redact_private=not options.no_redact))
+        sys.stdout.flush()
+    else:
+        emit(document, bool(options and options.pretty))
+
+
 def main(argv=None):
     started = time.time()
-    parser = build_parser()
-    options = parser.parse_args(argv)
-    if options.schema:
-        emit(json_schema(), True)
-        return EXIT_OK
-    if options.list_findings:
-        emit(list_findings(), options.pretty)
-        return EXIT_OK
-    options.python = resolve_python(parser, options.python)
+    options = None
     facts, findings, gates = {}, [], {}
+    try:
+        options = build_parser().parse_args(argv)
+        if options.schema:
+            emit(json_schema(), True)
+            return EXIT_OK
+        if options.list_findings:
+            emit(list_findings(), options.pretty)
+            return EXIT_OK
+        refuse_gates_without_probe(options)
+        requested = None
+        if options.python is not None:
+            requested, answer = resolve_python(options.python, options.timeout)
+        python, choice = choose_interpreter(requested)
+        if choice["chosen_by"] == "active-environment":
+            python, answer = resolve_python(python, options.timeout)
+            source = choice["active_environment"]["source"]
+            sys.stderr.write("check_sampling_backends: probing %s, the active environment (%s), not %s%s; "
+                             "--python chooses another\n" % (
+                                 python, "its bin is on PATH" if source == "PATH" else "$" + source, sys.executable,
+                                 " (a throwaway %s environment)" % choice["running_ephemeral"]
+                                 if choice["running_ephemeral"] else ""))
+        elif requested is None:
+            answer = None
+        choice = finish_interpreter_facts(choice, answer)
+    except UsageError as error:
+        sys.stderr.write(error.line + "\n")
+        document, exit_code = render(facts, [error.finding], gates, options, started)
+        output(document, options)
+        return exit_code
     try:
         probe = None
         if options.static_only:
-            static = gather_static_facts() if options.python == sys.executable else run_static_in(
-                options.python, options.timeout)
+            static = gather_static_facts() if python == sys.executable else run_static_in(python, options.timeout)
         else:
-            sys.stderr.write("check_sampling_backends: probing %s (deadline %ds)...\n"
-                             % (options.python, options.timeout))
-            probe = run_import_probe(options.python, options.timeout, started)
+            sys.stderr.write("check_sampling_backends: probing %s (deadline %ds)...\n" % (python, options.timeout))
+            probe = run_import_probe(python, options.timeout, started)
             static = step_data(probe["results"], "static")
             if static is None:
                 raise RuntimeError("the child interpreter gave no static facts: %s"
                                    % json.dumps(probe["attempts"])[-1500:])
-        facts = assemble_facts(static, probe, options.python, options)
+        facts = assemble_facts(static, probe, python, options)
+        facts["interpreter"] = choice
+        if choice.get("probed_is_active") is False:
+            sys.stderr.write("check_sampling_backends: note: %s is not the active environment %s "
+                             "(finding interpreter-not-active)\n" % (python, choice["active_environment"]["prefix"]))
         findings = diagnose(facts, options)
         gates = evaluate_gates(facts, options)
         document, exit_code = render(facts, findings, gates, options, started)
@@ -3142,7 +3780,8 @@ def main(argv=None):
         import traceback
         document, exit_code = render(facts, findings, gates, options, started, internal_error={
             "error": describe_exception(error), "traceback": traceback.format_exc()[-3000:]})
-    emit(document, options.pretty)
+    output(document, options)
+    sys.stderr.write(stderr_summary(document))
     return exit_code
 
 

@@ -1373,7 +1373,7 @@ def build_parser():
             sys.exit(EXIT_USAGE)
 
     parser = OneLineErrorParser(
-        prog="check_store_contract.py", usage=USAGE, epilog=EPILOG,
+        usage=USAGE, epilog=EPILOG,
         description="Validate a custom FeatureStore/GraphStore pair against PyG's CRUD and sampling contract "
                     "before training: attribute listings, tensor types, dtypes, row counts, get_tensor_size, "
                     "indexed reads, edge-index layouts, missing-key behaviour and one real NeighborLoader "

@@ -1,4 +1,4 @@
-#!/usr/bin/env python
+#!/usr/bin/env python3
 """Multi-process GraphSAGE training with one NeighborLoader per DDP rank.
 
 A template to copy: swap `load_data` (or `build_stores`) for your own graph and
@@ -18,22 +18,6 @@ import tempfile
 import time
 import traceback
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
-from torch.distributed.algorithms.join import Join
-from torch.distributed.elastic.multiprocessing.errors import get_error_handler, record
-from torch.multiprocessing.spawn import ProcessException
-from torch.nn.parallel import DistributedDataParallel
-
-import torch_geometric.typing
-from torch_geometric.data import Data
-from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-from torch_geometric.data.storage import GlobalStorage
-from torch_geometric.loader import NeighborLoader
-from torch_geometric.nn import GraphSAGE
-from torch_geometric.utils import remove_self_loops, to_undirected
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -191,6 +175,39 @@ def parse_args(argv=None):
     hooks.add_argument("--report-details", action="store_true",
                        help="add each rank's sorted training seeds and first-epoch batch shapes to the JSON")
     return parser.parse_args(argv)
+
+
+# The stack is imported after the command line is defined, and a missing one
+# is reported by main() after parsing: --help and bad flags need no torch.
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import torch.nn.functional as F
+    from torch.distributed.algorithms.join import Join
+    from torch.distributed.elastic.multiprocessing.errors import get_error_handler, record
+    from torch.multiprocessing.spawn import ProcessException
+    from torch.nn.parallel import DistributedDataParallel
+
+    import torch_geometric.typing
+    from torch_geometric.data import Data
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.nn import GraphSAGE
+    from torch_geometric.utils import remove_self_loops, to_undirected
+except ImportError as error:
+    STACK_IMPORT_ERROR = error
+else:
+    STACK_IMPORT_ERROR = None
+
+
+def refuse_without_stack(error):
+    """Exit 2 with one line: this recipe cannot run without torch and PyG."""
+    print(f"ddp_neighbor_training.py: error: {type(error).__name__}: {error} -- this recipe needs torch and "
+          f"torch_geometric in {sys.executable}: {sys.executable} -m pip install torch==2.13.0 torch_geometric "
+          f"(then python3 scripts/check_sampling_backends.py --require-neighbor-backend)", file=sys.stderr)
+    return EXIT_USAGE
 
 
 # --------------------------------------------------------------------------
@@ -409,15 +426,15 @@ def train_epoch(model, loader, optimizer, device, fail_after_first_batch, record
     return loss_sum, num_seeds, num_batches, shapes
 
 
-@torch.no_grad()
 def count_correct(model, loader, device):
     model.eval()
     correct = total = 0
-    for batch in loader:
-        batch = batch.to(device)
-        pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(dim=-1)
-        correct += int((pred == batch.y[:batch.batch_size]).sum())
-        total += batch.batch_size
+    with torch.no_grad():
+        for batch in loader:
+            batch = batch.to(device)
+            pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(dim=-1)
+            correct += int((pred == batch.y[:batch.batch_size]).sum())
+            total += batch.batch_size
     return correct, total
 
 
@@ -546,7 +563,6 @@ def print_json(document):
     print(json.dumps(document), flush=True)
 
 
-@record  # any other exception: torchrun's summary then shows this rank's traceback
 def main_torchrun(args):
     """This process is one worker; torchrun (or srun) started the others."""
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -630,13 +646,16 @@ def read_failures(result_dir):
 
 def main(argv=None):
     args = parse_args(argv)
+    if STACK_IMPORT_ERROR is not None:
+        return refuse_without_stack(STACK_IMPORT_ERROR)
     try:
         if args.fail_rank is not None and args.fail_rank < 0:
             raise UsageError("--fail-rank must be >= 0")
         if args.timeout <= 0:
             raise UsageError("--timeout must be > 0")
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            return main_torchrun(args)
+            # record: any other exception, and torchrun's summary shows this rank's traceback
+            return record(main_torchrun)(args)
         # A SIGTERM to the parent becomes SystemExit, so main_spawn's finally stops the workers.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         return main_spawn(args)

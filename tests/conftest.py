@@ -63,7 +63,9 @@ def clean_env(extra=None, drop=()):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "OMPI_", "PMI_", "TORCHELASTIC_"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                         "MASTER_PORT", "NODE_RANK", "GROUP_RANK", "PYTHONPATH") and k not in drop}
+                         "MASTER_PORT", "NODE_RANK", "GROUP_RANK", "PYTHONPATH",
+                         # the active environment decides which interpreter is probed
+                         "VIRTUAL_ENV", "CONDA_PREFIX") and k not in drop}
     env.update(extra or {})
     return env
 
