@@ -283,6 +283,338 @@ def signal_name(returncode):
 
 
 # ---------------------------------------------------------------------------
+# Running code we do not control: a child in its own session, bounded in wall
+# time, whose every descendant is found and ended. Shared by all three tools
+# (the contract checkers import this module as `core`).
+# ---------------------------------------------------------------------------
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+EXIT_GRACE_S = 0.5  # how long output is still read after the direct child exited
+RECORD_LIMIT = 1 << 24  # bytes per record line; longer lines are split and dropped
+
+
+def become_subreaper():
+    """Make orphaned descendants (double fork, setsid) re-parent to this process.
+
+    Linux only; elsewhere, or when prctl is refused, returns False and ending
+    descendants falls back to killing the child's process group.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def process_table():
+    """{pid: (ppid, state, command)} from /proc, or None where there is no /proc."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                stat = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # it exited meanwhile
+        command = stat[stat.find("(") + 1:stat.rfind(")")]
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 2:
+            table[int(name)] = (int(fields[1]), fields[0], command)
+    return table
+
+
+def descendants_of(root, table):
+    """Every pid below `root` in the parent tree of `table`."""
+    children = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = [], list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def reap_orphans():
+    """Collect the exit status of re-parented descendants (they would stay zombies)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except (ChildProcessError, OSError, AttributeError):
+            return
+        if pid == 0:
+            return
+
+
+def end_descendants(exclude=(), rounds=50):
+    """SIGKILL every live descendant of this process; return what was found.
+
+    Repeats until a walk finds none, because a descendant may fork while the
+    walk runs. `exclude` names pids not to report (the direct child).
+    """
+    import signal
+    ended, seen = [], set()
+    for _ in range(rounds):
+        table = process_table()
+        if table is None:
+            return ended
+        live = [pid for pid in descendants_of(os.getpid(), table) if table[pid][1] != "Z"]
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            if pid not in seen and pid not in exclude:
+                seen.add(pid)
+                ended.append({"pid": pid, "command": sanitise_text(table[pid][2], 64)})
+        reap_orphans()
+        if not live:
+            break
+        time.sleep(0.01)
+    return ended
+
+
+class SandboxResult(object):
+    """How a sandboxed child ended."""
+
+    def __init__(self):
+        self.returncode = None
+        self.killed_for = None  # a reason given by `watch`, or "deadline"
+        self.stderr_tail = ""
+        self.descendants_ended = []
+        self.subreaper = False
+        self.descendants_ended = []  # processes left behind by the child, ended by us
+        self.subreaper = False
+        self.seconds = None
+
+    def signal(self):
+        return signal_name(self.returncode)
+
+
+def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=8192):
+    """Run `command`; each JSON record line it prints goes to on_record(stamp, record).
+
+    Records carry the sender's pid (see ChildReporter); lines from any other
+    process (a fork of the child) or that are not JSON objects are dropped.
+
+    The child gets its own session; this process becomes a child subreaper.
+    It ends when the child has exited (plus EXIT_GRACE_S for output still in
+    flight: a grandchild holding the pipe open is never waited for), when
+    watch(now) returns a reason, or at `deadline` (wall time, time.time()).
+    Then the child's process group and every descendant are killed and reaped.
+    """
+    import subprocess
+    import threading
+    try:
+        import queue
+    except ImportError:  # pragma: no cover
+        import Queue as queue
+    result = SandboxResult()
+    result.subreaper = become_subreaper()
+    started = time.time()
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, start_new_session=True)
+    lines = queue.Queue()
+    stderr_chunks = []
+
+    def deliver(stamp, line):
+        try:
+            record = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            return
+        if isinstance(record, dict) and record.pop("pid", None) == process.pid:
+            on_record(stamp, record)
+
+    def read_lines():
+        for line in iter(lambda: process.stdout.readline(RECORD_LIMIT), b""):
+            lines.put((time.time(), line))
+        lines.put((time.time(), None))
+
+    def read_stderr():
+        for chunk in iter(lambda: process.stderr.read1(4096) if hasattr(process.stderr, "read1")
+                          else process.stderr.read(4096), b""):
+            stderr_chunks.append(chunk)
+            if len(stderr_chunks) > 64:
+                del stderr_chunks[:32]
+
+    # Reader threads, not the main loop, block on the pipes: the loop below
+    # only waits on a queue with a timeout, so nothing can hold it past the deadline.
+    for target in (read_lines, read_stderr):
+        thread = threading.Thread(target=target)
+        thread.daemon = True
+        thread.start()
+    exited_at = None
+    while True:
+        now = time.time()
+        if now >= deadline:
+            result.killed_for = "deadline"
+            break
+        reason = watch(now) if watch else None
+        if reason:
+            result.killed_for = reason
+            break
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+            break  # the child is gone; whoever still holds the pipe is not waited for
+        try:
+            stamp, line = lines.get(timeout=min(0.05, max(deadline - now, 0.001)))
+        except queue.Empty:
+            continue
+        if line is None:
+            break
+        deliver(stamp, line)
+    kill_process_group(process)
+    try:
+        result.returncode = process.wait(timeout=max(1.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        result.returncode = process.wait()
+    result.descendants_ended = end_descendants(exclude=(process.pid,))
+    while True:  # records that arrived before the end still count
+        try:
+            stamp, line = lines.get_nowait()
+        except queue.Empty:
+            break
+        if line is not None:
+            deliver(stamp, line)
+    tail = b"".join(stderr_chunks)[-stderr_limit:]
+    result.stderr_tail = sanitise_text(tail.decode("utf-8", "replace"), stderr_limit)
+    result.seconds = round(time.time() - started, 3)
+    return result
+
+
+class ChildReporter(object):
+    """The child's side: JSON records, one a line, on a private copy of stdout.
+
+    After this, fd 1 points at stderr, so anything the code under test prints
+    cannot corrupt the record stream.
+    """
+
+    def __init__(self):
+        self.fd = os.dup(1)
+        os.dup2(2, 1)
+        self.pid = os.getpid()
+
+    def send(self, record):
+        record = dict(record, pid=self.pid)
+        data = (json.dumps(record, default=safe_str) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+def kill_process_group(process):
+    import signal
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        try:
+            process.kill()
+        except OSError:
+            pass
+
+
+def child_environment(base=None):
+    """Environment for a child that imports torch: nothing written, no CUDA context."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ written anywhere
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # CUDA availability from NVML, no context
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    # torch._dynamo creates <temp dir>/torchinductor_<user> at import time, and
+    # finding the temp dir (tempfile.gettempdir) creates and deletes a probe
+    # file in it. Pointing the cache at an existing directory avoids both.
+    if "TORCHINDUCTOR_CACHE_DIR" not in env:
+        env["TORCHINDUCTOR_CACHE_DIR"] = existing_temp_dir(env)
+    return env
+
+
+def existing_temp_dir(env):
+    """The first existing directory of tempfile's candidates, without probing by writing."""
+    candidates = [env.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
+    candidates += ["/tmp", "/var/tmp", "/usr/tmp", os.getcwd()]
+    for candidate in candidates:
+        if candidate and os.path.isdir(candidate):
+            return os.path.abspath(candidate)
+    return os.getcwd()
+
+
+def quiet_child_process():
+    """First thing a child does: no bytecode written, no temp-dir probe file."""
+    import tempfile
+    sys.dont_write_bytecode = True
+    # gettempdir() would create and delete a test file in each candidate.
+    tempfile.tempdir = existing_temp_dir(os.environ)
+
+
+# ---------------------------------------------------------------------------
+# Text that goes into JSON: valid UTF-8, no lone surrogates, bounded length
+# ---------------------------------------------------------------------------
+
+TEXT_LIMIT = 4000  # characters per string; longer ones keep head and tail
+TRUNCATION_MARKER = "...[%d characters cut]..."
+_SURROGATE = re.compile(u"[\ud800-\udfff]")
+
+
+def sanitise_text(text, limit=TEXT_LIMIT):
+    """A string safe for any strict JSON parser, at most about `limit` characters."""
+    if not isinstance(text, str):
+        text = str(text)
+    # Undecodable bytes arrive as lone surrogates (surrogateescape); strict
+    # parsers reject them, so they become U+FFFD.
+    text = _SURROGATE.sub(u"\ufffd", text)
+    if len(text) > limit:
+        cut = len(text) - limit
+        head = limit * 2 // 3
+        text = text[:head] + TRUNCATION_MARKER % cut + text[len(text) - (limit - head):]
+    return text
+
+
+def safe_str(value):
+    """str(value) that cannot raise (a hostile __str__ may)."""
+    try:
+        text = str(value)
+        return text if isinstance(text, str) else repr(text)
+    except Exception as error:  # noqa: BLE001 - anything user code raises
+        return "<unprintable %s: str() raised %s>" % (type(value).__name__, type(error).__name__)
+
+
+def sanitise(value, limit=TEXT_LIMIT):
+    """Every string (keys too) of a JSON-bound value made safe; NaN/inf become strings."""
+    if isinstance(value, str):
+        return sanitise_text(value, limit)
+    if isinstance(value, dict):
+        return dict((sanitise_text(safe_str(k), limit), sanitise(v, limit)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [sanitise(v, limit) for v in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)  # strict parsers reject NaN and Infinity
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return sanitise_text(safe_str(value), limit)
+
+
+def dumps(document, pretty=False):
+    """The one way the tools turn a document into JSON text (write it as UTF-8 bytes)."""
+    return json.dumps(sanitise(document), indent=2 if pretty else None, ensure_ascii=False,
+                      allow_nan=False)
+
+
+def write_json(document, pretty=False, fd=1):
+    """Print one JSON document as strict UTF-8 on `fd`, whatever the locale."""
+    data = (dumps(document, pretty) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# ---------------------------------------------------------------------------
 # Static stage: facts read without importing torch or any extension
 # ---------------------------------------------------------------------------
 
@@ -582,29 +914,19 @@ def gather_static_facts():
 # parent knows which step was running if the child dies or hangs.
 # ---------------------------------------------------------------------------
 
-class ChildReporter(object):
-    def __init__(self, fd):
-        self.fd = fd
-
-    def send(self, record):
-        data = (json.dumps(record, default=str) + "\n").encode("utf-8")
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
-
-
 def describe_exception(error):
     """The whole chain: torch wraps the real dlopen error in __cause__."""
     chain, seen = [], set()
     while error is not None and id(error) not in seen and len(chain) < 10:
         seen.add(id(error))
-        chain.append({"type": type(error).__name__, "message": str(error)[:2000]})
+        chain.append({"type": type(error).__name__, "message": sanitise_text(safe_str(error), 2000)})
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     return {"type": chain[0]["type"], "message": chain[0]["message"], "chain": chain}
 
 
 def captured_warnings(caught):
-    return [{"category": w.category.__name__, "message": str(w.message)[:2000]} for w in caught]
+    return [{"category": safe_str(getattr(w.category, "__name__", w.category)),
+             "message": sanitise_text(safe_str(w.message), 2000)} for w in caught[:50]]
 
 
 def probe_nvml():
@@ -980,10 +1302,8 @@ def child_main(config_text):
     """Entry point of the child interpreter: probe step by step, report as JSON lines."""
     import faulthandler
     config = json.loads(config_text)
-    # Records travel on a private copy of stdout; fd 1 then points at stderr,
-    # so anything an extension prints cannot corrupt the record stream.
-    reporter = ChildReporter(os.dup(1))
-    os.dup2(2, 1)
+    quiet_child_process()
+    reporter = ChildReporter()
     faulthandler.enable()  # a segfault prints the Python stack to stderr
     for module in config.get("block", []):
         sys.modules[module] = None  # makes `import module` raise ImportError
@@ -1016,21 +1336,6 @@ def child_main(config_text):
 # and run again without it, until every step has an answer or time runs out.
 # ---------------------------------------------------------------------------
 
-def child_environment():
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ written anywhere
-    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # CUDA availability from NVML, no context
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONFAULTHANDLER"] = "1"
-    # torch._dynamo creates $TMPDIR/torchinductor_<user> at import time; point
-    # its cache at the existing temp directory itself so nothing is created.
-    if "TORCHINDUCTOR_CACHE_DIR" not in env:
-        temp_root = env.get("TMPDIR") or env.get("TEMP") or env.get("TMP") or "/tmp"
-        if os.path.isdir(temp_root):
-            env["TORCHINDUCTOR_CACHE_DIR"] = temp_root
-    return env
-
-
 class ChildAttempt(object):
     """One run of the child: its records, how it ended and the step it was in."""
 
@@ -1045,86 +1350,32 @@ class ChildAttempt(object):
 
 
 def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
-    import subprocess
-    import threading
-    try:
-        import queue
-    except ImportError:  # pragma: no cover
-        import Queue as queue
     attempt = ChildAttempt()
     command = [python, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(config)]
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=child_environment(), start_new_session=True)
-    records = queue.Queue()
-    stderr_chunks = []
 
-    def read_records():
-        for line in iter(process.stdout.readline, b""):
-            records.put((time.time(), line))
-        records.put((time.time(), None))
-
-    def read_stderr():
-        for chunk in iter(lambda: process.stderr.read(4096), b""):
-            stderr_chunks.append(chunk)
-            if len(stderr_chunks) > 64:
-                del stderr_chunks[:32]
-
-    threads = [threading.Thread(target=read_records), threading.Thread(target=read_stderr)]
-    for thread in threads:
-        thread.daemon = True
-        thread.start()
-    eof = False
-    while not eof:
-        now = time.time()
-        if now >= deadline:
-            attempt.killed_for = "deadline"
-            break
-        if (attempt.current in hang_steps and attempt.current_started is not None
-                and now - attempt.current_started > hang_limit):
-            attempt.killed_for = "hung"
-            break
-        try:
-            stamp, line = records.get(timeout=min(0.05, max(deadline - now, 0.001)))
-        except queue.Empty:
-            continue
-        if line is None:
-            eof = True
-            break
-        try:
-            record = json.loads(line.decode("utf-8"))
-        except ValueError:
-            continue
+    def on_record(stamp, record):
         event = record.pop("event", None)
         if event == "begin":
-            attempt.current, attempt.current_started = record["step"], stamp
+            attempt.current, attempt.current_started = record.get("step"), stamp
         elif event == "result":
-            attempt.results[record.pop("step")] = record
+            attempt.results[record.pop("step", None)] = record
             attempt.current, attempt.current_started = None, None
         elif event == "done":
             attempt.done = True
-    if attempt.killed_for:
-        kill_process_group(process)
-    try:
-        attempt.returncode = process.wait(timeout=max(1.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        kill_process_group(process)
-        attempt.returncode = process.wait()
-    for thread in threads:
-        thread.join(timeout=1.0)
-    attempt.stderr_tail = b"".join(stderr_chunks).decode("utf-8", "replace")[-2000:]
+
+    def watch(now):
+        if (attempt.current in hang_steps and attempt.current_started is not None
+                and now - attempt.current_started > hang_limit):
+            return "hung"
+        return None
+
+    outcome = run_sandboxed(command, child_environment(), deadline, on_record, watch)
+    attempt.returncode = outcome.returncode
+    attempt.killed_for = outcome.killed_for
+    attempt.stderr_tail = outcome.stderr_tail[-2000:]
+    attempt.descendants_ended = outcome.descendants_ended
+    attempt.subreaper = outcome.subreaper
     return attempt
-
-
-def kill_process_group(process):
-    import signal
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (OSError, AttributeError):
-        try:
-            process.kill()
-        except OSError:
-            pass
 
 
 def run_import_probe(python, timeout, started):
@@ -1153,6 +1404,9 @@ def run_import_probe(python, timeout, started):
             "seconds": round(time.time() - attempt_started, 3),
             "blocked_modules": list(config["block"]),
             "skipped_steps": sorted(config["skip"]),
+            # processes the child left behind (daemons, forks), ended by the checker
+            "descendants_ended": attempt.descendants_ended,
+            "subreaper": attempt.subreaper,
         }
         attempts.append(summary)
         if attempt.done or attempt.current is None:
@@ -2056,9 +2310,8 @@ def render(facts, findings, gates, options, started, internal_error=None):
 
 
 def emit(document, pretty):
-    text = json.dumps(document, indent=2 if pretty else None, sort_keys=False, default=str)
-    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+    write_json(document, pretty)
 
 
 def json_schema():

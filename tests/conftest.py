@@ -67,17 +67,44 @@ def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, 
     """Run the checker as an agent does; -> CheckerRun whose .json is validated against the schema."""
     command = [str(python or sys.executable), str(CHECKER)] + [str(a) for a in args]
     started = time.time()
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+    completed = subprocess.run(command, capture_output=True, timeout=timeout,
                                env=env if env is not None else clean_env(), cwd=cwd,
                                stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
-    result = CheckerRun(completed.returncode, completed.stdout, completed.stderr, time.time() - started)
+    stdout = completed.stdout.decode("utf-8", "replace")
+    result = CheckerRun(completed.returncode, stdout, completed.stderr.decode("utf-8", "replace"),
+                        time.time() - started)
     if expect_json:
         # Exactly one JSON document on stdout, nothing before or after it.
-        result.json = json.loads(completed.stdout)
+        result.json = strict_json(completed.stdout)
         if "schema_version" in result.json:
             validate(result.json, load_schema())
             assert result.json["exit_code"] == completed.returncode
     return result
+
+
+def strict_json(stdout_bytes):
+    """Parse stdout as strict parsers (serde_json, Go, TextDecoder fatal) would, or fail the test.
+
+    Strict UTF-8, no unpaired surrogate escapes (json.loads decodes a valid
+    pair into one character, so any surrogate left in a string was unpaired),
+    no NaN/Infinity, exactly one document.
+    """
+    text = stdout_bytes.decode("utf-8", errors="strict")
+
+    def reject_constant(name):
+        raise ValueError("non-standard JSON constant %s" % name)
+    document = json.loads(text, parse_constant=reject_constant)
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            assert not re.search("[\ud800-\udfff]", value), "unpaired surrogate in %r" % value[:200]
+    return document
 
 
 @pytest.fixture
