@@ -190,3 +190,59 @@ def diagnosis_test_ids():
         for arguments in re.findall(r"^@diagnoses\(([^)]*)\)", path.read_text(), re.M):
             ids.update(re.findall(r"[\"']([a-z0-9-]+)[\"']", arguments))
     return ids
+
+
+def tree_state(*roots):
+    """{path: (kind, size, mtime)} of everything under `roots` (a file root stands for itself)."""
+    state = {}
+    for root in roots:
+        root = str(root)
+        if not os.path.isdir(root):
+            if os.path.lexists(root):
+                info = os.lstat(root)
+                state[root] = ("file", info.st_size, info.st_mtime_ns)
+            continue
+        for path, dirs, files in os.walk(root):
+            for name in dirs + files:
+                full = os.path.join(path, name)
+                info = os.lstat(full)
+                state[full] = ("dir" if name in dirs else "file", info.st_size, info.st_mtime_ns)
+    return state
+
+
+# Syscalls that change the file system when they succeed.
+CHANGING_CALLS = re.compile(r"\b(mkdir|mkdirat|rmdir|unlink|unlinkat|rename|renameat2?|link|linkat|symlink|"
+                            r"symlinkat|creat|truncate|chmod|fchmodat|chown|fchownat|utimensat|mknod|mknodat)\(")
+OPEN_FOR_WRITING = re.compile(r"\bopen(at|at2)?\(.*O_(WRONLY|RDWR|CREAT|TRUNC)")
+SOCKET_CALLS = re.compile(r"\b(socket|socketpair|connect|bind|listen|sendto|sendmsg)\(")
+
+
+def traced_run(command, env, cwd, watched, timeout=300):
+    """Run `command` under strace -f; -> (completed, problems) where problems lists every
+    successful file/dir creation, change or write-open outside /dev and /proc, every socket call,
+    and every change under the `watched` paths (HOME, cwd, TMPDIR, inputs)."""
+    import shutil
+    import tempfile
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (.ci/run installs it: apt-get install -y strace)")
+    before = tree_state(*watched)
+    with tempfile.TemporaryDirectory() as scratch:  # the trace lives outside every watched path
+        trace = os.path.join(scratch, "trace")
+        completed = subprocess.run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=file,network"]
+                                   + [str(c) for c in command], capture_output=True, timeout=timeout,
+                                   env=env, cwd=str(cwd), stdin=subprocess.DEVNULL)
+        with open(trace, errors="replace") as handle:
+            lines = handle.read().splitlines()
+    problems = []
+    for line in lines:
+        failed = re.search(r"= -1 E", line) is not None
+        if SOCKET_CALLS.search(line):
+            problems.append(line)
+        elif failed or re.search(r'"/(dev|proc)/', line):
+            continue
+        elif CHANGING_CALLS.search(line) or OPEN_FOR_WRITING.search(line):
+            problems.append(line)
+    after = tree_state(*watched)
+    changed = sorted(set(before.items()) ^ set(after.items()))
+    problems.extend("changed: %s %s" % (path, kind) for path, kind in changed)
+    return completed, problems

@@ -53,3 +53,32 @@ def test_undecodable_and_huge_error_text_is_strict_bounded_json(tmp_path):
     assert "\ufffd" in error["message"] and "characters cut" in error["message"]
     assert len(error["message"]) <= 2100
     assert len(result.stdout.encode()) < 200000
+
+
+def read_only_dirs(tmp_path, temp_state):
+    home, work = tmp_path / "home", tmp_path / "cwd"
+    for folder in (home, work):
+        folder.mkdir()
+    (home / "existing").write_text("x")
+    temp = tmp_path / "tmp"
+    if temp_state != "missing":
+        temp.mkdir()
+        if temp_state == "read-only":
+            temp.chmod(0o555)
+    return home, work, temp
+
+
+@pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
+def test_main_checker_is_read_only_under_strace(tmp_path, temp_state):
+    import sys
+    from conftest import CHECKER, strict_json, traced_run
+    home, work, temp = read_only_dirs(tmp_path, temp_state)
+    # An extension imported from the cwd (PYTHONPATH=.) must not leave __pycache__ there.
+    fakes.make_package(work, "torch_cluster", "import os\n")
+    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache"),
+                     "PYTHONPATH": "."})
+    completed, problems = traced_run([sys.executable, CHECKER], env, work, [home, work, tmp_path])
+    document = strict_json(completed.stdout)
+    assert document["probe"]["complete"] is True
+    assert document["extensions"]["torch_cluster"]["status"] == "ok"
+    assert problems == []
