@@ -78,8 +78,15 @@ LAUNCH_INT_VARIABLES = (
     "TORCHELASTIC_MAX_RESTARTS", "SLURM_PROCID", "SLURM_NTASKS",
     "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE",
     "SLURM_JOB_ID", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 )
+# SLURM writes task counts per node as "4(x2),3": 4 tasks on each of two nodes, then 3.
+SLURM_TASK_COUNT_VARIABLES = ("SLURM_NTASKS_PER_NODE",)
+# (rank, size) pairs each launcher sets; a rank must be below its size.
+SLURM_RANK_PAIRS = (("SLURM_PROCID", "SLURM_NTASKS"), ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+                    ("SLURM_NODEID", "SLURM_NNODES"))
+MPI_RANK_PAIRS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                  ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"))
 LAUNCH_STR_VARIABLES = (
     "MASTER_ADDR", "TORCHELASTIC_RUN_ID", "SLURM_JOB_NODELIST",
     "SLURM_TASKS_PER_NODE", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME",
@@ -127,6 +134,7 @@ FINDINGS = {
     "torch-import-failed": ("error", "import torch fails"),
     "pyg-not-installed": ("warning", "torch_geometric is not installed"),
     "pyg-import-failed": ("error", "import torch_geometric fails"),
+    "pyg-shadowed": ("error", "the imported torch_geometric is not the installed distribution"),
     "python-unsupported-by-pyg": ("warning", "this Python is older than the installed PyG supports"),
     "probe-deadline": ("warning", "the probe hit its deadline; some facts are missing"),
     "checker-internal-error": ("error", "the checker itself failed"),
@@ -161,6 +169,8 @@ FINDINGS = {
     "pyg-from-partition-edge-feats": ("info", "LocalFeatureStore.from_partition fails on partitions with edge features"),
     "launch-env-invalid": ("error", "a distributed launch variable is not a valid value"),
     "launch-rank-out-of-range": ("error", "a rank is outside its world size"),
+    "launch-slurm-rank-out-of-range": ("error", "a SLURM task, local or node id is outside its count"),
+    "launch-mpi-rank-out-of-range": ("error", "an MPI (PMI or Open MPI) rank is outside its size"),
     "launch-local-rank-no-device": ("error", "LOCAL_RANK points past the visible GPUs"),
     "launch-master-incomplete": ("error", "MASTER_ADDR and MASTER_PORT must be set together"),
     "launch-torchrun-slurm-mismatch": ("warning", "torchrun-style and SLURM variables disagree"),
@@ -861,15 +871,40 @@ def parse_int_variable(raw):
         return None, "not an integer"
 
 
+def parse_slurm_task_counts(raw):
+    """SLURM's '4(x2),3' -> [4, 4, 3] (one count per node), or None when malformed."""
+    counts = []
+    for part in raw.strip().split(","):
+        match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
+        if not match:
+            return None
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts or None
+
+
+def parse_slurm_task_count(raw, node_id):
+    """The task count of this node (SLURM_NODEID picks it when counts differ per node)."""
+    counts = parse_slurm_task_counts(raw)
+    if counts is None:
+        return None, "not a SLURM task count like 4 or 4(x2)"
+    if node_id is not None and 0 <= node_id < len(counts):
+        return counts[node_id], None
+    return max(counts), None
+
+
 def get_environment_facts():
     threads = {}
     for name in THREAD_VARIABLES:
         if name in os.environ:
             threads[name] = os.environ[name]
     launch = {}
+    node_id = parse_int_variable(os.environ.get("SLURM_NODEID", ""))[0]
     for name in LAUNCH_INT_VARIABLES:
         if name in os.environ:
-            value, error = parse_int_variable(os.environ[name])
+            if name in SLURM_TASK_COUNT_VARIABLES:
+                value, error = parse_slurm_task_count(os.environ[name], node_id)
+            else:
+                value, error = parse_int_variable(os.environ[name])
             launch[name] = {"raw": os.environ[name], "value": value, "error": error}
     for name in LAUNCH_STR_VARIABLES:
         if name in os.environ:
@@ -1681,6 +1716,63 @@ def rule_torch_and_pyg_presence(facts, options):
     return found
 
 
+def pyg_installs(facts):
+    packages = facts["distributions"]["packages"]
+    return packages["torch-geometric"]["installs"] + packages["pyg-nightly"]["installs"]
+
+
+def inside(path, directory):
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def pyg_shadowing(facts):
+    """How the imported torch_geometric differs from the installed distribution(s), or None."""
+    pyg = facts["pyg"]
+    installs = pyg_installs(facts)
+    if pyg.get("status") != "ok" or not pyg.get("file") or not installs:
+        return None  # not imported, or a source checkout with nothing installed: nothing to compare
+    package_dir = os.path.dirname(pyg["file"])
+    owners = [r for r in installs if inside(package_dir, os.path.join(r["location"], "torch_geometric"))]
+    editable = [r for r in installs if r.get("editable_or_url") and r["version"] == pyg["version"]]
+    if owners and any(r["version"] == pyg["version"] for r in owners):
+        return None
+    if not owners and editable:
+        return None  # an editable install lives outside site-packages by design
+    return {"imported_version": pyg["version"], "imported_from": package_dir,
+            "shadowing_path": os.path.dirname(package_dir),
+            "installed": [{"version": r["version"], "location": r["location"]} for r in installs]}
+
+
+def pyg_version(facts):
+    """The PyG version other findings quote: what is imported, else the first installed record."""
+    if facts["pyg"].get("status") == "ok" and facts["pyg"].get("version"):
+        return facts["pyg"]["version"]
+    packages = facts["distributions"]["packages"]
+    return packages["torch-geometric"]["version"] or packages["pyg-nightly"]["version"]
+
+
+def rule_pyg_shadowed(facts, options):
+    shadow = pyg_shadowing(facts)
+    if shadow is None:
+        return []
+    path = shadow["shadowing_path"]
+    pythonpath = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    listed = [entry for entry in pythonpath if os.path.realpath(entry or ".") == os.path.realpath(path)]
+    if listed:
+        shadow["origin"] = "PYTHONPATH"
+        rest = [entry for entry in pythonpath if entry not in listed]
+        fix = "export PYTHONPATH=%s" % quote(os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
+    else:
+        shadow["origin"] = "sys.path (a .pth file, the user site or the interpreter's own paths)"
+        fix = ("%s -c \"import sys; print(sys.path)\"  # shows where %s comes from; remove that entry, or move "
+               "the stray copy away: mv %s %s.stray (unrun)" % (
+                   interpreter(facts), path, quote(shadow["imported_from"]), quote(shadow["imported_from"])))
+    shadow["note"] = ("sampling and feature findings are withheld: they describe the stray copy, "
+                      "not the installed PyG")
+    return [finding("pyg-shadowed", shadow, fix=fix)]
+
+
 def rule_python_supported_by_pyg(facts, options):
     for name in ("torch-geometric", "pyg-nightly"):
         for record in facts["distributions"]["packages"][name]["installs"]:
@@ -1926,8 +2018,8 @@ def rule_neighbor_sampling(facts, options):
                 evidence["module"] = module
             found.append(finding(finding_id, evidence,
                                  fix=pip_fix(facts, [PIP_NAME[module]], reinstall=True)))
-    if pyg.get("status") != "ok":
-        return found
+    if pyg.get("status") != "ok" or pyg_shadowing(facts):
+        return found  # a stray copy's verdict would send the user to install pyg-lib for nothing
     backend = pyg.get("neighbor_backend")
     if backend is None:
         found.append(finding("neighbor-sampling-unavailable", {
@@ -1943,8 +2035,8 @@ def rule_neighbor_sampling(facts, options):
 
 def rule_feature_verdicts(facts, options):
     """Features beyond plain neighbour sampling, named with what unlocks them."""
-    if facts["pyg"].get("status") != "ok":
-        return []
+    if facts["pyg"].get("status") != "ok" or pyg_shadowing(facts):
+        return []  # see rule_neighbor_sampling
     features = facts["sampling"]["features"]
     found = []
     pyg_lib_fix = pip_fix(facts, ["pyg_lib"])
@@ -1997,7 +2089,7 @@ def rule_legacy_extensions(facts, options):
         if package["installed"]:
             found.append(finding("legacy-extension-ignored", {
                 "distribution": dist, "version": package["version"],
-                "pyg_version": facts["distributions"]["packages"]["torch-geometric"]["version"],
+                "pyg_version": pyg_version(facts),
                 "replacement": "pyg-lib: PyG 2.8's typing.py and install docs say >= 0.6.0, the torch-cluster "
                                "deprecation notice says >= 0.7.0 (sources disagree)"},
                 fix="%s -m pip uninstall -y %s  # then install pyg_lib: %s" % (
@@ -2044,8 +2136,7 @@ def rule_pyg_defects(facts, options):
     if not source.get("found"):
         return []
     found = []
-    version = facts["distributions"]["packages"]["torch-geometric"]["version"] or (
-        facts["distributions"]["packages"]["pyg-nightly"]["version"])
+    version = pyg_version(facts)
     if source["stack_level_typo"]:
         found.append(finding("pyg-dist-loader-typeerror", {
             "pyg_version": version, "locations": source["stack_level_typo"],
@@ -2084,7 +2175,8 @@ def rule_launch_environment(facts, options):
             if name == "MASTER_PORT" and not 1 <= value <= 65535:
                 invalid[name] = entry["raw"]
             elif name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_NTASKS", "SLURM_NNODES",
-                          "SLURM_NTASKS_PER_NODE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE") and value < 1:
+                          "SLURM_NTASKS_PER_NODE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE") and value < 1:
                 invalid[name] = entry["raw"]
             elif value < 0:
                 invalid[name] = entry["raw"]
@@ -2101,6 +2193,7 @@ def rule_launch_environment(facts, options):
     if out_of_range:
         found.append(finding("launch-rank-out-of-range", out_of_range,
                              fix="let the launcher set ranks: torchrun --nnodes N --nproc_per_node P script.py"))
+    found.extend(rule_launcher_rank_ranges(facts, options))
     device_count = (facts.get("cuda") or {}).get("device_count") or 0
     if local_rank is not None and device_count > 0 and local_rank >= device_count:
         found.append(finding("launch-local-rank-no-device", {
@@ -2140,6 +2233,35 @@ def rule_launch_environment(facts, options):
             found.append(finding("launch-socket-ifname-missing", dict(missing_ifnames, interfaces=interfaces),
                                  fix="set them to an interface listed in evidence.interfaces "
                                      "(the one that routes to MASTER_ADDR: ip route get $MASTER_ADDR)"))
+    return found
+
+
+def ranks_out_of_range(launch, pairs):
+    """{rank variable: {rank: value, size: value}} for each pair whose rank is not below its size."""
+    out_of_range = {}
+    for rank_name, size_name in pairs:
+        rank, size = launch_value(launch, rank_name), launch_value(launch, size_name)
+        if rank is not None and size is not None and size >= 1 and rank >= size:
+            out_of_range[rank_name] = {rank_name: rank, size_name: size}
+            if launch[size_name]["raw"].strip() != str(size):
+                out_of_range[rank_name][size_name + "_raw"] = launch[size_name]["raw"]
+    return out_of_range
+
+
+def rule_launcher_rank_ranges(facts, options):
+    """SLURM and MPI ranks against their own counts (torchrun's RANK/LOCAL_RANK are checked above)."""
+    launch = facts["environment"]["launch"]
+    found = []
+    slurm = ranks_out_of_range(launch, SLURM_RANK_PAIRS)
+    if slurm:
+        found.append(finding("launch-slurm-rank-out-of-range", slurm, fix=(
+            "do not export SLURM_* by hand or carry them into another job (env | grep ^SLURM_ shows them); "
+            "start the tasks with srun inside the allocation, e.g. srun --ntasks=$SLURM_NTASKS python train.py")))
+    mpi = ranks_out_of_range(launch, MPI_RANK_PAIRS)
+    if mpi:
+        found.append(finding("launch-mpi-rank-out-of-range", mpi, fix=(
+            "do not export PMI_*/OMPI_COMM_WORLD_* by hand or carry them over from another job; "
+            "let the MPI launcher set them: mpirun -np N python train.py")))
     return found
 
 
@@ -2222,6 +2344,7 @@ def rule_gates_cuda_distributed(facts, options):
 
 RULES = (
     rule_torch_and_pyg_presence,
+    rule_pyg_shadowed,
     rule_python_supported_by_pyg,
     rule_probe_deadline,
     rule_wheel_tags,

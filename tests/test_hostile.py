@@ -82,3 +82,94 @@ def test_main_checker_is_read_only_under_strace(tmp_path, temp_state):
     assert document["probe"]["complete"] is True
     assert document["extensions"]["torch_cluster"]["status"] == "ok"
     assert problems == []
+
+
+def installed_pyg_version():
+    import importlib.metadata
+    return importlib.metadata.version("torch_geometric")
+
+
+def stray_pyg(root, version="2.3.0"):
+    """An old PyG checkout or vendored copy: a real-looking package with no working backend flags."""
+    fakes.make_package(root, "torch_geometric", "__version__ = %r\n" % version, files={
+        "typing.py": "WITH_PYG_LIB = False\nWITH_TORCH_SPARSE = False\nWITH_PT20 = True\n"})
+
+
+@diagnoses("pyg-shadowed")
+def test_stray_pyg_on_pythonpath_is_named_not_mistaken_for_a_missing_backend(tmp_path):
+    stray = tmp_path / "vendor"
+    stray_pyg(stray)
+    env = clean_env({"PYTHONPATH": str(stray)})
+    result = invoke_checker(env=env)
+    found = result.only("pyg-shadowed")
+    assert found["severity"] == "error"
+    assert found["evidence"]["imported_version"] == "2.3.0"
+    assert found["evidence"]["shadowing_path"] == str(stray)
+    assert found["evidence"]["origin"] == "PYTHONPATH"
+    assert [r["version"] for r in found["evidence"]["installed"]] == [installed_pyg_version()]
+    assert found["fix"] == "unset PYTHONPATH"
+    # the stray copy's flags must not turn into "install pyg-lib"
+    assert "neighbor-sampling-unavailable" not in result.ids()
+    assert not any("pyg_lib" in (f["fix"] or "") for f in result.json["findings"])
+    # The fix, run: without the stray path PyG is the installed one again.
+    fixed = invoke_checker("--static-only", env=clean_env())
+    assert "pyg-shadowed" not in fixed.ids()
+    full = invoke_checker(env=clean_env())
+    assert "pyg-shadowed" not in full.ids() and full.json["pyg"]["version"] == installed_pyg_version()
+
+
+def test_stray_pyg_among_other_pythonpath_entries_keeps_the_others(tmp_path):
+    stray, other = tmp_path / "vendor", tmp_path / "mine"
+    stray_pyg(stray)
+    other.mkdir()
+    result = invoke_checker("--timeout", "60", env=clean_env({"PYTHONPATH": "%s:%s" % (stray, other)}))
+    assert result.only("pyg-shadowed")["fix"] == "export PYTHONPATH=%s" % other
+
+
+def test_duplicate_metadata_quotes_the_imported_version(tmp_path):
+    # A stale dist-info left earlier on the path, the installed PyG still imported.
+    fakes.fake_distribution(tmp_path, "torch-geometric", "2.3.0", wheel_tag="py3-none-any",
+                            top_level=["torch_geometric"])
+    result = invoke_checker(env=clean_env({"PYTHONPATH": str(tmp_path)}))
+    assert "pyg-shadowed" not in result.ids()
+    assert result.findings("duplicate-distribution")
+    assert result.only("pyg-distributed-deprecated")["evidence"]["pyg_version"] == installed_pyg_version()
+
+
+@diagnoses("launch-slurm-rank-out-of-range")
+def test_slurm_ranks_outside_their_counts():
+    env = clean_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "4", "SLURM_LOCALID": "4",
+                     "SLURM_NTASKS_PER_NODE": "4(x2)", "SLURM_NODEID": "2", "SLURM_NNODES": "2",
+                     "SLURM_JOB_ID": "7"})
+    result = invoke_checker("--static-only", env=env)
+    found = result.only("launch-slurm-rank-out-of-range")
+    assert found["severity"] == "error"
+    assert found["evidence"] == {
+        "SLURM_PROCID": {"SLURM_PROCID": 5, "SLURM_NTASKS": 4},
+        "SLURM_LOCALID": {"SLURM_LOCALID": 4, "SLURM_NTASKS_PER_NODE": 4, "SLURM_NTASKS_PER_NODE_raw": "4(x2)"},
+        "SLURM_NODEID": {"SLURM_NODEID": 2, "SLURM_NNODES": 2}}
+    assert "launch-env-invalid" not in result.ids()  # "4(x2)" is SLURM's own notation, not an error
+    assert found["fix"].startswith("do not export SLURM_* by hand")
+
+
+def test_slurm_ranks_inside_uneven_node_counts_are_fine():
+    # "3,2": node 1 runs two tasks, so local id 1 is valid there.
+    env = clean_env({"SLURM_PROCID": "4", "SLURM_NTASKS": "5", "SLURM_LOCALID": "1",
+                     "SLURM_NTASKS_PER_NODE": "3,2", "SLURM_NODEID": "1", "SLURM_NNODES": "2"})
+    result = invoke_checker("--static-only", env=env)
+    assert not {"launch-slurm-rank-out-of-range", "launch-env-invalid"} & set(result.ids())
+    env["SLURM_LOCALID"] = "2"
+    assert invoke_checker("--static-only", env=env).only("launch-slurm-rank-out-of-range")["evidence"] == {
+        "SLURM_LOCALID": {"SLURM_LOCALID": 2, "SLURM_NTASKS_PER_NODE": 2, "SLURM_NTASKS_PER_NODE_raw": "3,2"}}
+
+
+@diagnoses("launch-mpi-rank-out-of-range")
+def test_mpi_ranks_outside_their_sizes():
+    env = clean_env({"PMI_RANK": "2", "PMI_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+                     "OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+    found = invoke_checker("--static-only", env=env).only("launch-mpi-rank-out-of-range")
+    assert found["severity"] == "error"
+    assert found["evidence"] == {
+        "PMI_RANK": {"PMI_RANK": 2, "PMI_SIZE": 2},
+        "OMPI_COMM_WORLD_LOCAL_RANK": {"OMPI_COMM_WORLD_LOCAL_RANK": 3, "OMPI_COMM_WORLD_LOCAL_SIZE": 2}}
+    assert "mpirun -np N" in found["fix"]
