@@ -483,7 +483,7 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
         deliver(stamp, line)
     kill_process_group(process)
     try:
-        result.returncode = process.wait(timeout=max(1.0, deadline - time.time()))
+        result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
     except subprocess.TimeoutExpired:
         process.kill()
         result.returncode = process.wait()
@@ -518,6 +518,63 @@ class ChildReporter(object):
         data = (json.dumps(record, default=safe_str) + "\n").encode("utf-8")
         while data:
             data = data[os.write(self.fd, data):]
+
+
+class CallReporter(ChildReporter):
+    """Child side for tools that call user code: each bounded call is announced, facts are
+    published as they are gathered, so a crash or a hard hang still leaves them with the parent."""
+
+    def begin(self, what, timeout_s):
+        self.send({"event": "call", "what": what, "timeout_s": timeout_s})
+
+    def end(self):
+        self.send({"event": "returned"})
+
+    def publish(self, key, value):
+        self.send({"event": "facts", "key": key, "value": value})
+
+    def append(self, key, value):
+        self.send({"event": "append", "key": key, "value": value})
+
+    def done(self, **extra):
+        self.send(dict(extra, event="done"))
+
+
+CALL_GRACE_S = 2.0  # a call still running this long past its bound is ended by killing the child
+
+
+def run_call_child(command, env, deadline=float("inf")):
+    """Parent side of CallReporter: run the child in the sandbox and collect what it published.
+
+    A call that outlives its announced bound by CALL_GRACE_S (blocked in C
+    with the GIL held, so the child's own thread-based bound cannot fire) is
+    ended by killing the child. -> (facts, done record or None, the call
+    running at the end or None, SandboxResult).
+    """
+    facts, state = {}, {"call": None, "started": None, "done": None}
+
+    def on_record(stamp, record):
+        event = record.get("event")
+        if event == "call":
+            state["call"] = {"what": record.get("what"), "timeout_s": float(record.get("timeout_s") or 0)}
+            state["started"] = stamp
+        elif event == "returned":
+            state["call"] = None
+        elif event == "facts":
+            facts[record.get("key")] = record.get("value")
+        elif event == "append":
+            facts.setdefault(record.get("key"), []).append(record.get("value"))
+        elif event == "done":
+            state["done"] = record
+
+    def watch(now):
+        call = state["call"]
+        if call is not None and now - state["started"] > call["timeout_s"] + CALL_GRACE_S:
+            return "call-timeout"
+        return None
+
+    result = run_sandboxed(command, env, deadline, on_record, watch)
+    return facts, state["done"], state["call"], result
 
 
 def kill_process_group(process):
@@ -1267,8 +1324,8 @@ def probe_torch_sparse_metis():
     return {"works": int(parts.numel()) == 6, "parts": parts.tolist()}
 
 
-def refuse_sockets():
-    """Make every Python-level socket creation fail in the child, and note who tried.
+def refuse_sockets(active=lambda: True):
+    """Make every Python-level socket creation fail in the child while active(), and note who tried.
 
     `import torch_geometric` imports requests, and urllib3 binds a socket on
     ::1 at import time to test for IPv6; libraries treat the refusal as
@@ -1277,7 +1334,7 @@ def refuse_sockets():
     attempts = []
 
     def audit(event, args):
-        if event == "socket.__new__":
+        if event == "socket.__new__" and active():
             frame = sys._getframe(1)
             while frame is not None and frame.f_code.co_filename.endswith("socket.py"):
                 frame = frame.f_back

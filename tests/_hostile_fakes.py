@@ -106,3 +106,102 @@ def build_gil_spinning_extension(root, module):
     subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-I" + sysconfig.get_paths()["include"], c_file,
                     "-o", output], check=True, capture_output=True)
     return output
+
+
+# A user's store module, written into the user's own folder by the tests and
+# imported by the contract checker as `hostile_stores:<name>` from there.
+HOSTILE_STORES = textwrap.dedent('''\
+    """Store pairs that misbehave the way real ones do (written by tests/_hostile_fakes.py)."""
+    import ctypes
+    import os
+    import time
+
+    import torch
+    from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
+
+    NUM_NODES = 12
+
+
+    def ring(num_nodes=NUM_NODES):
+        nodes = torch.arange(num_nodes)
+        forward = torch.stack([nodes, (nodes + 1) % num_nodes])
+        return torch.cat([forward, forward.flip(0)], dim=1)
+
+
+    def features(store_cls=LocalFeatureStore):
+        return store_cls.from_data(torch.arange(NUM_NODES), x=torch.randn(NUM_NODES, 4))
+
+
+    def graph(edges=None):
+        edges = ring() if edges is None else edges
+        return LocalGraphStore.from_data(torch.arange(edges.size(1)), edges, NUM_NODES)
+
+
+    def good():
+        return features(), graph()
+
+
+    def edge_ids_past_num_nodes():
+        """Source ids far beyond num_nodes: native samplers index out of bounds."""
+        edges = ring()
+        edges[0, ::2] += 1 << 40
+        return features(), graph(edges)
+
+
+    class CrashingFeatureStore(LocalFeatureStore):
+        def _get_tensor(self, attr):
+            ctypes.string_at(0)  # SIGSEGV, as a broken native client library does
+
+
+    def crashing_read():
+        return features(CrashingFeatureStore), graph()
+
+
+    class GilSleepingFeatureStore(LocalFeatureStore):
+        def get_all_tensor_attrs(self):
+            ctypes.PyDLL(None).sleep(600)  # blocks in C and keeps the GIL: no Python thread runs
+
+
+    def gil_sleeping():
+        return features(GilSleepingFeatureStore), graph()
+
+
+    class GilSpinningFeatureStore(LocalFeatureStore):
+        def get_all_tensor_attrs(self):
+            import gil_spin  # a C extension built with gcc by the test
+            gil_spin.spin()
+
+
+    def gil_spinning():
+        return features(GilSpinningFeatureStore), graph()
+
+
+    def daemonising():
+        """The factory starts a detached helper (double fork + setsid), like a client's background agent."""
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(900)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        return good()
+
+
+    def exits():
+        os._exit(0)
+
+
+    def needs_missing_dependency():
+        import no_such_store_client_library  # noqa: F401
+    ''')
+
+
+def write_hostile_stores(folder, gil_spin=False):
+    """hostile_stores.py (and the gil_spin C extension on request) in the user's `folder`."""
+    os.makedirs(str(folder), exist_ok=True)
+    with open(os.path.join(str(folder), "hostile_stores.py"), "w") as handle:
+        handle.write(HOSTILE_STORES)
+    if gil_spin:
+        build_gil_spinning_extension(str(folder), "gil_spin")
+    return folder

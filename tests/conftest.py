@@ -107,6 +107,20 @@ def strict_json(stdout_bytes):
     return document
 
 
+def invoke_tool(script, *args, env=None, cwd=None, python=None, timeout=300):
+    """Run any of the three tools (a path under scripts/) -> CheckerRun with .json parsed strictly."""
+    command = [str(python or sys.executable), str(ROOT / "scripts" / script)] + [str(a) for a in args]
+    started = time.time()
+    completed = subprocess.run(command, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                               env=env if env is not None else clean_env(), cwd=cwd)
+    result = CheckerRun(completed.returncode, completed.stdout.decode("utf-8", "replace"),
+                        completed.stderr.decode("utf-8", "replace"), time.time() - started)
+    result.json = strict_json(completed.stdout)
+    if isinstance(result.json, dict) and "exit_code" in result.json:
+        assert result.json["exit_code"] == completed.returncode
+    return result
+
+
 @pytest.fixture
 def run_checker():
     """run_checker(*args, env=..., python=..., timeout=...) -> CheckerRun with .json validated."""
