@@ -551,15 +551,16 @@ def run_call_child(command, env, deadline=float("inf")):
     ended by killing the child. -> (facts, done record or None, the call
     running at the end or None, SandboxResult).
     """
-    facts, state = {}, {"call": None, "started": None, "done": None}
+    facts, calls, state = {}, [], {"done": None}  # calls: the announced calls still running, outermost first
 
     def on_record(stamp, record):
         event = record.get("event")
         if event == "call":
-            state["call"] = {"what": record.get("what"), "timeout_s": float(record.get("timeout_s") or 0)}
-            state["started"] = stamp
+            calls.append({"what": record.get("what"), "timeout_s": float(record.get("timeout_s") or 0),
+                          "started": stamp})
         elif event == "returned":
-            state["call"] = None
+            if calls:
+                calls.pop()
         elif event == "facts":
             facts[record.get("key")] = record.get("value")
         elif event == "append":
@@ -568,13 +569,17 @@ def run_call_child(command, env, deadline=float("inf")):
             state["done"] = record
 
     def watch(now):
-        call = state["call"]
-        if call is not None and now - state["started"] > call["timeout_s"] + CALL_GRACE_S:
-            return "call-timeout"
+        for call in calls:
+            if now - call["started"] > call["timeout_s"] + CALL_GRACE_S:
+                state["overrun"] = call
+                return "call-timeout"
         return None
 
     result = run_sandboxed(command, env, deadline, on_record, watch)
-    return facts, state["done"], state["call"], result
+    running = state.get("overrun") or (calls[-1] if calls else None)
+    if running is not None:
+        running = {"what": running["what"], "timeout_s": running["timeout_s"]}
+    return facts, state["done"], running, result
 
 
 def kill_process_group(process):

@@ -205,3 +205,23 @@ def write_hostile_stores(folder, gil_spin=False):
     if gil_spin:
         build_gil_spinning_extension(str(folder), "gil_spin")
     return folder
+
+
+def write_crashing_partition(root):
+    """A homogeneous partition folder whose node_map.pt crashes the interpreter when unpickled
+    with weights_only=False (its object is rebuilt by calling ctypes.string_at(0))."""
+    import json
+    import torch
+    os.makedirs(os.path.join(str(root), "part_0"), exist_ok=True)
+    with open(os.path.join(str(root), "META.json"), "w") as handle:
+        json.dump({"num_parts": 1, "node_types": None, "edge_types": None, "node_offset": None,
+                   "is_hetero": False, "is_sorted": False}, handle)
+
+    class Crash:
+        def __reduce__(self):
+            import ctypes
+            return (ctypes.string_at, (0,))
+
+    torch.save(Crash(), os.path.join(str(root), "node_map.pt"))
+    torch.save(torch.zeros(4, dtype=torch.long), os.path.join(str(root), "edge_map.pt"))
+    return root

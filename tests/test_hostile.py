@@ -287,3 +287,44 @@ def test_without_torch_the_store_checker_names_the_remedy(tmp_path):
     assert found["evidence"]["missing"] == ["torch", "torch_geometric"]
     assert found["fix"].startswith("%s -m pip install torch torch_geometric" % python)
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_partition_load_that_segfaults_gives_json_naming_the_file(tmp_path):
+    from conftest import invoke_tool
+    root = hostile.write_crashing_partition(tmp_path / "parts")
+    safe = invoke_tool("check_partition.py", root)
+    assert safe.returncode == 1 and "partition-load-crashed" not in safe.ids()  # weights_only refuses it
+    result = invoke_tool("check_partition.py", root, "--allow-pickle")
+    assert result.returncode == 1
+    found = result.only("partition-load-crashed")
+    assert found["evidence"]["signal"] == "SIGSEGV"
+    assert found["evidence"]["call"] == "torch.load(%s)" % (root / "node_map.pt")
+    assert result.json["meta"] is not None and result.json["gates"] == {"contract": {"passed": False}}
+
+
+def test_without_torch_the_partition_checker_names_the_remedy(tmp_path):
+    from conftest import invoke_tool, pyenv_python
+    python = pyenv_python("3.12")
+    result = invoke_tool("check_partition.py", tmp_path, python=python)
+    assert result.returncode == 2 and result.ids() == ["partition-stack-missing"]
+    assert result.only("partition-stack-missing")["fix"].startswith("%s -m pip install torch" % python)
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
+def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
+    import sys
+    from conftest import ROOT, strict_json, traced_run
+    home, work, temp = read_only_dirs(tmp_path, temp_state)
+    hostile.write_hostile_stores(work)  # the user's module, imported as a dotted name from the cwd
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "META.json").write_text(json.dumps({"num_parts": 1, "node_types": None, "edge_types": None,
+                                                 "node_offset": None, "is_hetero": False, "is_sorted": False}))
+    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache")})
+    for command in ([sys.executable, ROOT / "scripts" / STORE, "hostile_stores:good"],
+                    [sys.executable, ROOT / "scripts" / "check_partition.py", parts]):
+        completed, problems = traced_run(command, env, work, [home, work, tmp_path, ROOT / "scripts"])
+        document = strict_json(completed.stdout)
+        assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
+        assert problems == [], command
