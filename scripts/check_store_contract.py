@@ -1318,8 +1318,8 @@ def rule_sampling(facts, options):
             "effect": "dropped from batches" if hetero else "indexed with node ids, giving one row per node"},
             fix="do not rely on NeighborLoader for edge features of a (FeatureStore, GraphStore) pair: fetch "
                 "them yourself with feature_store.get_tensor(edge_type, 'edge_attr', index=batch[...].e_id)"))
-    if not sampling or sampling["status"] == "running":
-        return found  # "running": the batch never returned; rule_crash or rule_timeout says why
+    if not sampling or sampling["status"] in ("running", "crashed"):
+        return found  # the batch never returned; rule_crash or rule_timeout says why
     if sampling["status"] == "unavailable":
         found.append(finding("store-sampling-unavailable", {
             "pyg_lib": False, "torch_sparse": False, "main_checker_finding": "neighbor-sampling-unavailable"},
@@ -1607,6 +1607,8 @@ def run_child(options):
         else:
             facts["crash"] = {"call": (running or {}).get("what"), "signal": outcome.signal(),
                               "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+            if (facts.get("sampling") or {}).get("status") == "running":
+                facts["sampling"]["status"] = "crashed"
     for key, value in (("setup", None), ("tensor_attrs", None), ("tensors", []), ("edge_attrs", None),
                        ("edges", []), ("graph_meta", None), ("missing_keys", None), ("sampling", None),
                        ("write_check", {"performed": False})):

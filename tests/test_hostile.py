@@ -237,8 +237,11 @@ def test_edge_ids_past_num_nodes_give_json_not_a_segfault(tmp_path, neighbor_bac
     hostile.write_hostile_stores(tmp_path)
     result = store_run("hostile_stores:edge_ids_past_num_nodes", cwd=tmp_path)
     assert result.returncode == 1
-    assert result.findings("store-edge-index-out-of-range")
-    assert result.findings("store-sampling-failed")
+    assert result.only("store-edge-index-out-of-range")["evidence"]["problems"][0]["index"] == "row"
+    crashed = result.only("store-sampling-failed")["evidence"]["crashed"]
+    assert crashed["signal"] in ("SIGSEGV", "SIGABRT", "SIGBUS")  # the native sampler read past its arrays
+    assert crashed["call"] == "NeighborLoader((feature_store, graph_store)) first batch"
+    assert result.json["sampling"]["status"] == "crashed"
 
 
 @pytest.mark.parametrize("reference, message", [
