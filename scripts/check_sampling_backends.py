@@ -460,34 +460,18 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
         thread = threading.Thread(target=target)
         thread.daemon = True
         thread.start()
-    exited_at = None
-    while True:
-        now = time.time()
-        if now >= deadline:
-            result.killed_for = "deadline"
-            break
-        reason = watch(now) if watch else None
-        if reason:
-            result.killed_for = reason
-            break
-        if exited_at is None and process.poll() is not None:
-            exited_at = now
-        if exited_at is not None and now - exited_at > EXIT_GRACE_S:
-            break  # the child is gone; whoever still holds the pipe is not waited for
-        try:
-            stamp, line = lines.get(timeout=min(0.05, max(deadline - now, 0.001)))
-        except queue.Empty:
-            continue
-        if line is None:
-            break
-        deliver(stamp, line)
-    kill_process_group(process)
+    restore = terminate_as_exit()
     try:
-        result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
-    except subprocess.TimeoutExpired:
-        process.kill()
-        result.returncode = process.wait()
-    result.descendants_ended = end_descendants(exclude=(process.pid,))
+        watch_child(process, deadline, lines, deliver, watch, result)
+    finally:  # also when this process is told to stop (SIGTERM, Ctrl-C): nothing may outlive it
+        kill_process_group(process)
+        try:
+            result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
+        except subprocess.TimeoutExpired:
+            process.kill()
+            result.returncode = process.wait()
+        result.descendants_ended = end_descendants(exclude=(process.pid,))
+        restore()
     while True:  # records that arrived before the end still count
         try:
             stamp, line = lines.get_nowait()
@@ -499,6 +483,48 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
     result.stderr_tail = sanitise_text(tail.decode("utf-8", "replace"), stderr_limit)
     result.seconds = round(time.time() - started, 3)
     return result
+
+
+def watch_child(process, deadline, lines, deliver, watch, result):
+    """Deliver records until the child is done, watch() objects, or the deadline passes."""
+    try:
+        import queue
+    except ImportError:  # pragma: no cover
+        import Queue as queue
+    exited_at = None
+    while True:
+        now = time.time()
+        if now >= deadline:
+            result.killed_for = "deadline"
+            return
+        reason = watch(now) if watch else None
+        if reason:
+            result.killed_for = reason
+            return
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+            return  # the child is gone; whoever still holds the pipe is not waited for
+        try:
+            stamp, line = lines.get(timeout=min(0.05, max(deadline - now, 0.001)))
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        deliver(stamp, line)
+
+
+def terminate_as_exit():
+    """While a child runs, SIGTERM raises SystemExit so the cleanup still runs; -> undo function."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 class ChildReporter(object):
@@ -618,10 +644,21 @@ def existing_temp_dir(env):
     return os.getcwd()
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def quiet_child_process():
-    """First thing a child does: no bytecode written, no temp-dir probe file."""
+    """First thing a child does: no bytecode written, no temp-dir probe file, and (Linux) die
+    with the tool even if the tool itself is SIGKILLed."""
+    import signal
     import tempfile
     sys.dont_write_bytecode = True
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
     # gettempdir() would create and delete a test file in each candidate.
     tempfile.tempdir = existing_temp_dir(os.environ)
 

@@ -225,3 +225,36 @@ def write_crashing_partition(root):
     torch.save(Crash(), os.path.join(str(root), "node_map.pt"))
     torch.save(torch.zeros(4, dtype=torch.long), os.path.join(str(root), "edge_map.pt"))
     return root
+
+
+def forging_extension(root, module):
+    """Import that forks a copy which, once the probe child has exited (its last real record
+    sent), writes a forged record to every open descriptor claiming PyG 9.9.9 imported fine.
+    Only records from the direct child may count."""
+    source = textwrap.dedent("""\
+        import json, os, time
+        parent = os.getpid()
+        if os.fork() == 0:
+            while os.getppid() == parent:
+                time.sleep(0.005)
+            record = json.dumps({"event": "result", "step": "pyg", "status": "ok", "pid": os.getpid(),
+                                 "data": {"version": "9.9.9", "flags": {}, "neighbor_backend": None}})
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, (record + "\\n").encode())
+                except OSError:
+                    pass
+            os._exit(0)
+        """)
+    return fakes.make_package(root, module, source)
+
+
+def unprintable_error_extension(root, module):
+    """Import raising an exception whose __str__ itself raises (str(error) would fail)."""
+    source = textwrap.dedent("""\
+        class HostileError(ImportError):
+            def __str__(self):
+                raise RuntimeError("no text for you")
+        raise HostileError()
+        """)
+    return fakes.make_package(root, module, source)

@@ -331,3 +331,50 @@ def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
         document = strict_json(completed.stdout)
         assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
         assert problems == [], command
+
+
+# ---------------------------------------------------------------------------
+# Further hostile cases (beyond issue 14's list)
+# ---------------------------------------------------------------------------
+
+def test_extension_blocking_in_c_with_the_gil_is_declared_hung(tmp_path, token):
+    fakes.make_package(tmp_path, "torch_cluster", hostile.gil_sleeping_call_source() + "\n")
+    result = invoke_checker("--timeout", "30", env=fake_env(tmp_path, token))
+    assert result.json["extensions"]["torch_cluster"]["status"] == "hung"
+    assert result.json["pyg"]["status"] == "ok"  # probed again with it blocked
+    assert hostile.survivors(token) == []
+
+
+def test_forged_records_from_a_forked_copy_are_ignored(tmp_path):
+    hostile.forging_extension(tmp_path, "torch_cluster")
+    result = invoke_checker("--timeout", "60", env=fake_env(tmp_path))
+    assert result.json["pyg"]["version"] == installed_pyg_version()
+
+
+def test_exception_whose_str_raises_is_still_described(tmp_path):
+    hostile.unprintable_error_extension(tmp_path, "torch_cluster")
+    result = invoke_checker(env=fake_env(tmp_path))
+    entry = result.json["extensions"]["torch_cluster"]
+    assert entry["status"] == "import-error"
+    assert entry["error"]["type"] == "HostileError" and "str() raised RuntimeError" in entry["error"]["message"]
+
+
+def test_sigterm_to_the_checker_ends_its_probe_child_and_descendants(tmp_path, token):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import CHECKER
+    hostile.daemonising_extension(tmp_path, "pyg_lib", setsid=True)
+    fakes.fake_hang(tmp_path, "torch_cluster")
+    process = subprocess.Popen([sys.executable, str(CHECKER), "--timeout", "120"], env=fake_env(tmp_path, token),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    # Wait, within the checker's own deadline, until the probe child and the daemon both exist.
+    limit = time.time() + 120
+    while len(hostile.survivors(token)) < 3 and time.time() < limit and process.poll() is None:
+        time.sleep(0.1)
+    assert len(hostile.survivors(token)) >= 3  # checker, probe child, daemon
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert hostile.survivors(token) == []
