@@ -14,7 +14,10 @@ through PyG's real LocalGraphStore.from_partition and
 LocalFeatureStore.from_partition, fed from what was already loaded, so the
 verdict for every part is PyG's own.
 
-Read-only: nothing in the folder is written, renamed or deleted.
+Read-only: nothing in the folder is written, renamed or deleted. Loading and
+PyG's from_partition run in a child process (check_sampling_backends.py's
+sandbox), so a file that crashes or hangs the unpickler or PyG yields a
+finding, not a dead or stuck checker.
 """
 
 import errno
@@ -24,14 +27,20 @@ import re
 import sys
 import time
 
+sys.dont_write_bytecode = True  # importing the shared module must not write scripts/__pycache__
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_sampling_backends as core  # noqa: E402  (the shared sandbox, sanitiser and exit codes)
+
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
 DOCS = "references/troubleshooting.md"
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+EXIT_OK = core.EXIT_OK
+EXIT_CHECK_FAILED = core.EXIT_GATE_FAILED
+EXIT_USAGE = core.EXIT_USAGE
+EXIT_INTERNAL = core.EXIT_INTERNAL
+CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
 
 DEFAULT_TIMEOUT = 120.0
 META_KEYS = ("num_parts", "node_types", "edge_types", "node_offset", "is_hetero", "is_sorted")
@@ -62,6 +71,9 @@ FINDINGS = {
     "partition-labels-missing": ("info", "no labels found for training"),
     "partition-labels-invalid": ("error", "the label tensor is unloadable or has the wrong length"),
     "partition-seeds-invalid": ("error", "a per-part seed split is missing, unloadable or out of range"),
+    "partition-load-crashed": ("error", "loading a file or PyG's from_partition killed the process"),
+    "partition-usage-error": ("error", "the command line is not valid"),
+    "partition-stack-missing": ("error", "torch or torch_geometric is not importable in this interpreter"),
     "partition-checker-internal-error": ("error", "the checker itself failed"),
 }
 
@@ -72,19 +84,23 @@ USAGE = """\
 
 EPILOG = """\
 exit codes:
-  0  every check passed and PyG's from_partition loads every part (warnings
-     or info may remain)
-  1  a check failed: at least one error finding (see "parts" for PyG's own
-     verdict per part)
-  2  usage error (bad flag or value, ROOT not a directory); nothing on stdout
+  0  the gate "contract" passed: every check passed and PyG's from_partition
+     loads every part (warnings or info may remain)
+  1  the gate "contract" failed: at least one error finding (see "parts" for
+     PyG's own verdict per part)
+  2  usage error: a bad flag or value, ROOT not a directory, or torch/
+     torch_geometric missing in this interpreter (partition-stack-missing);
+     one line on stderr and a JSON document whose finding says so
   3  internal error in the checker; the JSON says so in "findings"
 
 what it guarantees:
   Exactly one JSON document on stdout; warnings on stderr. Read-only: the
-  folder is never modified. Files are unpickled only as PyG would with
-  weights_only=True; a file PyG would load with weights_only=False (arbitrary
-  code) is loaded that way only with --allow-pickle. Each file load is
-  bounded by --timeout; after the first timeout no further file is opened.
+  folder is never modified and no file, directory or socket is created.
+  Files are unpickled only as PyG would with weights_only=True; a file PyG
+  would load with weights_only=False (arbitrary code) is loaded that way only
+  with --allow-pickle. Loading runs in a child process: a load that crashes
+  is reported (partition-load-crashed), one that runs past --timeout is ended
+  even when it blocks in C, after which no further file is opened.
 
 labels and seeds:
   Partitioner writes no labels. PyG's distributed example saves them as
@@ -119,15 +135,25 @@ class BoundedCaller:
     would make each of them wait the full bound.
     """
 
-    def __init__(self, timeout):
+    def __init__(self, timeout, reporter=None):
         self.timeout = timeout
+        self.reporter = reporter  # announces each load to the parent, which kills a load stuck in C
         self.timed_out = None
 
     def __call__(self, what, function, *args):
-        import threading
         if self.timed_out is not None:
             raise CallTimeout("not attempted after an earlier timeout")
         outcome = {}
+        if self.reporter:
+            self.reporter.begin(what, self.timeout)
+        try:
+            return self.run(what, function, args, outcome)
+        finally:
+            if self.reporter:
+                self.reporter.end()
+
+    def run(self, what, function, args, outcome):
+        import threading
 
         def target():
             try:
@@ -211,12 +237,12 @@ def load_file(path, options, call):
 
 
 def error_text(error):
-    text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, error))  # torch bolds some words
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, core.safe_str(error)))  # torch bolds
     # torch's weights_only errors open with a long preamble; the cause follows "WeightsUnpickler error:".
     cause = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\n|$)", text, re.S)
     if cause:
         text = "%s: weights_only load failed: %s" % (type(error).__name__, cause.group(1).strip())
-    return text if len(text) <= 700 else text[:700] + "..."
+    return core.sanitise_text(text, 700)
 
 
 # ---------------------------------------------------------------------------
@@ -595,6 +621,8 @@ def replay_from_partition(root, pid, cache, options, call):
     fs.torch_load = cached_torch_load
     try:
         for store in (LocalGraphStore, LocalFeatureStore):
+            if call.reporter:
+                call.reporter.begin("%s.from_partition(%r, %d)" % (store.__name__, root, pid), call.timeout)
             try:
                 store.from_partition(root, pid)
                 verdict[store.__name__] = {"loads": True}
@@ -605,6 +633,9 @@ def replay_from_partition(root, pid, cache, options, call):
                 verdict[store.__name__] = {"loads": None, "reason": "a file load timed out"}
             except Exception as error:
                 verdict[store.__name__] = {"loads": False, "error": error_text(error)}
+            finally:
+                if call.reporter:
+                    call.reporter.end()
     finally:
         fs.torch_load = original
     return verdict
@@ -707,7 +738,9 @@ def gather_seeds(parent, meta, node_counts, labels, options, call):
 # All facts
 # ---------------------------------------------------------------------------
 
-def gather_facts(root, options, call):
+def gather_facts(root, options, call, out):
+    """Every fact section in order; `out` (a CallReporter) gets each as soon as it is known,
+    so the parent keeps them if a later load crashes the process."""
     import torch
     import torch_geometric
     import torch_geometric.typing
@@ -715,14 +748,19 @@ def gather_facts(root, options, call):
              "loading": {"torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
                          "weights_only": bool(torch_geometric.typing.WITH_PT24),
                          "allow_pickle": bool(options.allow_pickle)}}
+    for key in ("root", "loading"):
+        out.publish(key, facts[key])
     facts["meta"] = gather_meta(root)
+    out.publish("meta", facts["meta"])
     meta = usable_meta(facts["meta"])
     facts["layout"] = gather_layout(root, meta["num_parts"])
+    out.publish("layout", facts["layout"])
     facts["maps"], facts["parts"], facts["coverage"], facts["labels"] = None, [], None, None
     if meta["num_parts"] is None or meta["is_hetero"] is None:
-        facts["parts"] = [{"index": pid, "present": True,
-                           "from_partition": replay_from_partition(root, pid, {}, options, call)}
-                          for pid in facts["layout"]["parts_found"]]
+        for pid in facts["layout"]["parts_found"]:
+            facts["parts"].append({"index": pid, "present": True,
+                                   "from_partition": replay_from_partition(root, pid, {}, options, call)})
+            out.append("parts", facts["parts"][-1])
         return facts
     maps, cache = load_maps(root, meta, options, call)
     facts["maps"] = {"node": {json.dumps(t): m for t, m in maps["node"].items()},
@@ -731,8 +769,10 @@ def gather_facts(root, options, call):
                          json.dumps(edge_type_str(t)): o for t, o in maps["edge_offset"].items()}}
     totals = Totals({t: m.get("length") for t, m in maps["node"].items()},
                     {t: m.get("length") for t, m in maps["edge"].items()})
+    out.publish("maps", facts["maps"])
     for pid in range(meta["num_parts"]):
         facts["parts"].append(gather_part(root, pid, meta, maps, totals, cache, options, call))
+        out.append("parts", facts["parts"][-1])
     facts["coverage"] = coverage_facts(totals)
     # Missing ids mean something only when every part could be read.
     facts["coverage"]["complete"] = all(
@@ -1147,6 +1187,16 @@ def rule_labels(facts, options):
     return found
 
 
+def rule_crash(facts, options):
+    crash = facts.get("crash")
+    if not crash:
+        return []
+    return [finding("partition-load-crashed", crash,
+                    fix="rewrite the file named in evidence.call (plain tensors and dicts, torch.save) on the "
+                        "machine that wrote the partition, or repartition; evidence.stderr_tail holds the "
+                        "Python stack of the crash")]
+
+
 def rule_timeout(facts, options, caller):
     if caller.timed_out is None:
         return []
@@ -1156,7 +1206,7 @@ def rule_timeout(facts, options, caller):
 
 
 RULES = (rule_meta, rule_layout, load_problem_findings, rule_maps, rule_graph, rule_edge_map_sizes,
-         rule_coverage, rule_offsets, rule_features, rule_from_partition, rule_labels)
+         rule_coverage, rule_offsets, rule_features, rule_from_partition, rule_labels, rule_crash)
 
 
 def diagnose(facts, options, caller):
@@ -1175,27 +1225,33 @@ def diagnose(facts, options, caller):
 FACT_SECTIONS = ("root", "loading", "meta", "layout", "maps", "parts", "coverage", "labels")
 
 
-def render(facts, findings, options, started, internal_error=None):
+def render(facts, findings, options, started, internal_error=None, usage_error=False):
     if internal_error is not None:
         findings = list(findings) + [finding("partition-checker-internal-error", internal_error,
                                              fix="report it with this JSON attached")]
     has_error = any(f["severity"] == "error" for f in findings)
+    # The gate "contract" fails on any error finding; it is not applied when the run never started.
+    gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
     if internal_error is not None:
         status, exit_code = "internal-error", EXIT_INTERNAL
+    elif usage_error:
+        status, exit_code = "usage-error", EXIT_USAGE
     elif has_error:
-        status, exit_code = "error", EXIT_CHECK_FAILED
+        status, exit_code = "gate-failed", EXIT_CHECK_FAILED
     else:
         exit_code = EXIT_OK
         status = "warning" if any(f["severity"] == "warning" for f in findings) else "ok"
     parts = facts.get("parts") or []
     document = {
         "schema_version": SCHEMA_VERSION,
-        "ok": not has_error and internal_error is None,
+        "ok": not has_error and not usage_error and internal_error is None,
         "status": status,
         "exit_code": exit_code,
         "findings": findings,
+        "gates": gates,
         "checker": {"name": "check_partition", "version": CHECKER_VERSION, "argv": sys.argv[1:],
-                    "timeout_s": options.timeout, "elapsed_s": round(time.time() - started, 3), "read_only": True},
+                    "timeout_s": getattr(options, "timeout", None), "elapsed_s": round(time.time() - started, 3),
+                    "read_only": True, "child": facts.get("child")},
         "verdict": {"parts_checked": len(parts),
                     "from_partition_fails": sorted(p["index"] for p in parts if any(
                         v["loads"] is False for v in p.get("from_partition", {}).values())),
@@ -1221,8 +1277,9 @@ def build_parser():
 
     class OneLineErrorParser(argparse.ArgumentParser):
         def error(self, message):
-            sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
-            sys.exit(EXIT_USAGE)
+            usage_exit(finding("partition-usage-error", {"error": message, "argv": sys.argv[1:]},
+                               fix="python scripts/check_partition.py --help"),
+                       "%s: error: %s (see --help)" % (self.prog, message))
 
     parser = OneLineErrorParser(
         usage=USAGE, epilog=EPILOG,
@@ -1259,41 +1316,106 @@ def positive_seconds(text):
     return value
 
 
+class CallerState:
+    """What the parent knows of the child's loads (the child's BoundedCaller, or the kill)."""
+
+    def __init__(self, timed_out=None):
+        self.timed_out = timed_out
+
+
+STARTED = time.time()
+
+
+def usage_exit(usage_finding, line):
+    """Exit 2: one line on stderr and a JSON document whose finding says why."""
+    document, exit_code = render({}, [usage_finding], None, STARTED, usage_error=True)
+    sys.stderr.write(line.rstrip("\n") + "\n")
+    core.write_json(document)
+    sys.exit(exit_code)
+
+
+def missing_stack():
+    """torch / torch_geometric not importable here, found without importing them."""
+    import importlib.util
+    return [name for name in ("torch", "torch_geometric") if importlib.util.find_spec(name) is None]
+
+
+def child_main(options_text):
+    """The child process: load the folder the way PyG does and publish the facts."""
+    import argparse
+    core.quiet_child_process()
+    reporter = core.CallReporter()
+    options = argparse.Namespace(**json.loads(options_text))
+    caller = BoundedCaller(options.timeout, reporter)
+    # urllib3 binds a socket at import time to test for IPv6: refused here, nothing needs the network.
+    core.refuse_sockets()
+    reporter.begin("import torch, torch_geometric", max(options.timeout, 120.0))
+    import torch_geometric.distributed  # noqa: F401  (imported here so the load is bounded and announced)
+    reporter.end()
+    facts = gather_facts(options.root, options, caller, reporter)
+    reporter.done(facts=facts, timed_out=caller.timed_out)
+    sys.stderr.flush()
+    os._exit(0)  # a load may still be blocked in a daemon thread; do not wait for it
+
+
+def run_child(options):
+    """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
+    command = [sys.executable, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(vars(options))]
+    facts, done, running, outcome = core.run_call_child(command, core.child_environment())
+    child = {"returncode": outcome.returncode, "signal": outcome.signal(), "seconds": outcome.seconds,
+             "descendants_ended": outcome.descendants_ended, "subreaper": outcome.subreaper}
+    if done is not None:
+        facts, state = done["facts"], CallerState(done.get("timed_out"))
+    else:
+        state = CallerState()
+        if outcome.killed_for == "call-timeout":
+            state.timed_out = {"call": running["what"], "timeout_s": running["timeout_s"],
+                               "ended_by": "killing the child process (the load did not return control)"}
+        else:
+            facts["crash"] = {"call": (running or {}).get("what"), "signal": outcome.signal(),
+                              "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+    for key, value in (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None),
+                       ("layout", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None)):
+        facts.setdefault(key, value)  # sections a crash or kill cut short
+    facts["child"] = child
+    return facts, state
+
+
 def main(argv=None):
     started = time.time()
     parser = build_parser()
     options = parser.parse_args(argv)
     if options.list_findings:
-        print(json.dumps(list_findings(), indent=2 if options.pretty else None))
-        return EXIT_OK, False
+        core.write_json(list_findings(), options.pretty)
+        return EXIT_OK
     if not options.root:
         parser.error("ROOT is required")
     if not os.path.isdir(options.root):
         parser.error("ROOT %r is not a directory" % options.root)
     if options.labels and not os.path.isfile(options.labels):
         parser.error("--labels %r is not a file" % options.labels)
-    # Unpickled objects (--allow-pickle) could print: keep the JSON alone on stdout.
-    json_out = os.fdopen(os.dup(1), "w")
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    caller = BoundedCaller(options.timeout)
-    facts, findings = {}, []
+    missing = missing_stack()
+    if missing:
+        usage_exit(finding("partition-stack-missing", {"missing": missing, "interpreter": sys.executable,
+                                                       "python": sys.version.split()[0]},
+                           fix="%s -m pip install torch torch_geometric  # or run this checker with the "
+                               "interpreter of the training environment" % core.quote(sys.executable)),
+                   "check_partition.py: error: %s not importable by %s (partition-stack-missing)"
+                   % (" and ".join(missing), sys.executable))
+    state, facts, findings = CallerState(), {}, []
     try:
-        facts = gather_facts(options.root, options, caller)
-        findings = diagnose(facts, options, caller)
+        facts, state = run_child(options)
+        findings = diagnose(facts, options, state)
         document, exit_code = render(facts, findings, options, started)
     except Exception as error:
         import traceback
         document, exit_code = render(facts, findings, options, started, internal_error={
             "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
-    json_out.write(json.dumps(document, indent=2 if options.pretty else None, default=str) + "\n")
-    json_out.flush()
-    return exit_code, caller.timed_out is not None
+    core.write_json(document, options.pretty)
+    return exit_code
 
 
 if __name__ == "__main__":
-    code, stuck_thread = main()
-    if stuck_thread:
-        sys.stderr.flush()
-        os._exit(code)  # a load is still blocked in a daemon thread; do not wait for it
-    sys.exit(code)
+    if len(sys.argv) > 2 and sys.argv[1] == CHILD_FLAG:
+        child_main(sys.argv[2])
+    sys.exit(main())

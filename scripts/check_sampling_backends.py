@@ -104,8 +104,15 @@ LAUNCH_INT_VARIABLES = (
     "TORCHELASTIC_MAX_RESTARTS", "SLURM_PROCID", "SLURM_NTASKS",
     "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE",
     "SLURM_JOB_ID", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 )
+# SLURM writes task counts per node as "4(x2),3": 4 tasks on each of two nodes, then 3.
+SLURM_TASK_COUNT_VARIABLES = ("SLURM_NTASKS_PER_NODE",)
+# (rank, size) pairs each launcher sets; a rank must be below its size.
+SLURM_RANK_PAIRS = (("SLURM_PROCID", "SLURM_NTASKS"), ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+                    ("SLURM_NODEID", "SLURM_NNODES"))
+MPI_RANK_PAIRS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                  ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"))
 LAUNCH_STR_VARIABLES = (
     "MASTER_ADDR", "TORCHELASTIC_RUN_ID", "SLURM_JOB_NODELIST",
     "SLURM_TASKS_PER_NODE", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME",
@@ -235,6 +242,7 @@ FINDINGS = {
     "torch-import-failed": ("error", "import torch fails"),
     "pyg-not-installed": ("warning", "torch_geometric is not installed"),
     "pyg-import-failed": ("error", "import torch_geometric fails"),
+    "pyg-shadowed": ("error", "the imported torch_geometric is not the installed distribution"),
     "python-unsupported-by-pyg": ("warning", "this Python is older than the installed PyG supports"),
     "probe-deadline": ("warning", "the probe hit its deadline; some facts are missing"),
     "checker-internal-error": ("error", "the checker itself failed"),
@@ -274,6 +282,8 @@ FINDINGS = {
     "pyg-from-partition-edge-feats": ("info", "LocalFeatureStore.from_partition fails on partitions with edge features"),
     "launch-env-invalid": ("error", "a distributed launch variable is not a valid value"),
     "launch-rank-out-of-range": ("error", "a rank is outside its world size"),
+    "launch-slurm-rank-out-of-range": ("error", "a SLURM task, local or node id is outside its count"),
+    "launch-mpi-rank-out-of-range": ("error", "an MPI (PMI or Open MPI) rank is outside its size"),
     "launch-local-rank-no-device": ("error", "LOCAL_RANK points past the visible GPUs"),
     "launch-master-incomplete": ("error", "MASTER_ADDR and MASTER_PORT must be set together"),
     "launch-torchrun-slurm-mismatch": ("warning", "torchrun-style and SLURM variables disagree"),
@@ -433,6 +443,438 @@ def signal_name(returncode):
         return signal.Signals(-returncode).name
     except ValueError:
         return "signal %d" % -returncode
+
+
+# ---------------------------------------------------------------------------
+# Running code we do not control: a child in its own session, bounded in wall
+# time, whose every descendant is found and ended. Shared by all three tools
+# (the contract checkers import this module as `core`).
+# ---------------------------------------------------------------------------
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+EXIT_GRACE_S = 0.5  # how long output is still read after the direct child exited
+RECORD_LIMIT = 1 << 24  # bytes per record line; longer lines are split and dropped
+
+
+def become_subreaper():
+    """Make orphaned descendants (double fork, setsid) re-parent to this process.
+
+    Linux only; elsewhere, or when prctl is refused, returns False and ending
+    descendants falls back to killing the child's process group.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def process_table():
+    """{pid: (ppid, state, command)} from /proc, or None where there is no /proc."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                stat = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # it exited meanwhile
+        command = stat[stat.find("(") + 1:stat.rfind(")")]
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 2:
+            table[int(name)] = (int(fields[1]), fields[0], command)
+    return table
+
+
+def descendants_of(root, table):
+    """Every pid below `root` in the parent tree of `table`."""
+    children = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = [], list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def reap_orphans():
+    """Collect the exit status of re-parented descendants (they would stay zombies)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except (ChildProcessError, OSError, AttributeError):
+            return
+        if pid == 0:
+            return
+
+
+def end_descendants(exclude=(), rounds=50):
+    """SIGKILL every live descendant of this process; return what was found.
+
+    Repeats until a walk finds none, because a descendant may fork while the
+    walk runs. `exclude` names pids not to report (the direct child).
+    """
+    import signal
+    ended, seen = [], set()
+    for _ in range(rounds):
+        table = process_table()
+        if table is None:
+            return ended
+        live = [pid for pid in descendants_of(os.getpid(), table) if table[pid][1] != "Z"]
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            if pid not in seen and pid not in exclude:
+                seen.add(pid)
+                ended.append({"pid": pid, "command": sanitise_text(table[pid][2], 64)})
+        reap_orphans()
+        if not live:
+            break
+        time.sleep(0.01)
+    return ended
+
+
+class SandboxResult(object):
+    """How a sandboxed child ended."""
+
+    def __init__(self):
+        self.returncode = None
+        self.killed_for = None  # a reason given by `watch`, or "deadline"
+        self.stderr_tail = ""
+        self.descendants_ended = []
+        self.subreaper = False
+        self.descendants_ended = []  # processes left behind by the child, ended by us
+        self.subreaper = False
+        self.seconds = None
+
+    def signal(self):
+        return signal_name(self.returncode)
+
+
+def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=8192):
+    """Run `command`; each JSON record line it prints goes to on_record(stamp, record).
+
+    Records carry the sender's pid (see ChildReporter); lines from any other
+    process (a fork of the child) or that are not JSON objects are dropped.
+
+    The child gets its own session; this process becomes a child subreaper.
+    It ends when the child has exited (plus EXIT_GRACE_S for output still in
+    flight: a grandchild holding the pipe open is never waited for), when
+    watch(now) returns a reason, or at `deadline` (wall time, time.time()).
+    Then the child's process group and every descendant are killed and reaped.
+    """
+    import subprocess
+    import threading
+    try:
+        import queue
+    except ImportError:  # pragma: no cover
+        import Queue as queue
+    result = SandboxResult()
+    result.subreaper = become_subreaper()
+    started = time.time()
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, start_new_session=True)
+    lines = queue.Queue()
+    stderr_chunks = []
+
+    def deliver(stamp, line):
+        try:
+            record = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            return
+        if isinstance(record, dict) and record.pop("pid", None) == process.pid:
+            on_record(stamp, record)
+
+    def read_lines():
+        for line in iter(lambda: process.stdout.readline(RECORD_LIMIT), b""):
+            lines.put((time.time(), line))
+        lines.put((time.time(), None))
+
+    def read_stderr():
+        for chunk in iter(lambda: process.stderr.read1(4096) if hasattr(process.stderr, "read1")
+                          else process.stderr.read(4096), b""):
+            stderr_chunks.append(chunk)
+            if len(stderr_chunks) > 64:
+                del stderr_chunks[:32]
+
+    # Reader threads, not the main loop, block on the pipes: the loop below
+    # only waits on a queue with a timeout, so nothing can hold it past the deadline.
+    for target in (read_lines, read_stderr):
+        thread = threading.Thread(target=target)
+        thread.daemon = True
+        thread.start()
+    restore = terminate_as_exit()
+    try:
+        watch_child(process, deadline, lines, deliver, watch, result)
+    finally:  # also when this process is told to stop (SIGTERM, Ctrl-C): nothing may outlive it
+        kill_process_group(process)
+        try:
+            result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
+        except subprocess.TimeoutExpired:
+            process.kill()
+            result.returncode = process.wait()
+        result.descendants_ended = end_descendants(exclude=(process.pid,))
+        restore()
+    while True:  # records that arrived before the end still count
+        try:
+            stamp, line = lines.get_nowait()
+        except queue.Empty:
+            break
+        if line is not None:
+            deliver(stamp, line)
+    tail = b"".join(stderr_chunks)[-stderr_limit:]
+    result.stderr_tail = sanitise_text(tail.decode("utf-8", "replace"), stderr_limit)
+    result.seconds = round(time.time() - started, 3)
+    return result
+
+
+def watch_child(process, deadline, lines, deliver, watch, result):
+    """Deliver records until the child is done, watch() objects, or the deadline passes."""
+    try:
+        import queue
+    except ImportError:  # pragma: no cover
+        import Queue as queue
+    exited_at = None
+    while True:
+        now = time.time()
+        if now >= deadline:
+            result.killed_for = "deadline"
+            return
+        reason = watch(now) if watch else None
+        if reason:
+            result.killed_for = reason
+            return
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+            return  # the child is gone; whoever still holds the pipe is not waited for
+        try:
+            stamp, line = lines.get(timeout=min(0.05, max(deadline - now, 0.001)))
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        deliver(stamp, line)
+
+
+def terminate_as_exit():
+    """While a child runs, SIGTERM raises SystemExit so the cleanup still runs; -> undo function."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+class ChildReporter(object):
+    """The child's side: JSON records, one a line, on a private copy of stdout.
+
+    After this, fd 1 points at stderr, so anything the code under test prints
+    cannot corrupt the record stream.
+    """
+
+    def __init__(self):
+        self.fd = os.dup(1)
+        os.dup2(2, 1)
+        self.pid = os.getpid()
+
+    def send(self, record):
+        record = dict(record, pid=self.pid)
+        data = (json.dumps(record, default=safe_str) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+class CallReporter(ChildReporter):
+    """Child side for tools that call user code: each bounded call is announced, facts are
+    published as they are gathered, so a crash or a hard hang still leaves them with the parent."""
+
+    def begin(self, what, timeout_s):
+        self.send({"event": "call", "what": what, "timeout_s": timeout_s})
+
+    def end(self):
+        self.send({"event": "returned"})
+
+    def publish(self, key, value):
+        self.send({"event": "facts", "key": key, "value": value})
+
+    def append(self, key, value):
+        self.send({"event": "append", "key": key, "value": value})
+
+    def done(self, **extra):
+        self.send(dict(extra, event="done"))
+
+
+CALL_GRACE_S = 2.0  # a call still running this long past its bound is ended by killing the child
+
+
+def run_call_child(command, env, deadline=float("inf")):
+    """Parent side of CallReporter: run the child in the sandbox and collect what it published.
+
+    A call that outlives its announced bound by CALL_GRACE_S (blocked in C
+    with the GIL held, so the child's own thread-based bound cannot fire) is
+    ended by killing the child. -> (facts, done record or None, the call
+    running at the end or None, SandboxResult).
+    """
+    facts, calls, state = {}, [], {"done": None}  # calls: the announced calls still running, outermost first
+
+    def on_record(stamp, record):
+        event = record.get("event")
+        if event == "call":
+            calls.append({"what": record.get("what"), "timeout_s": float(record.get("timeout_s") or 0),
+                          "started": stamp})
+        elif event == "returned":
+            if calls:
+                calls.pop()
+        elif event == "facts":
+            facts[record.get("key")] = record.get("value")
+        elif event == "append":
+            facts.setdefault(record.get("key"), []).append(record.get("value"))
+        elif event == "done":
+            state["done"] = record
+
+    def watch(now):
+        for call in calls:
+            if now - call["started"] > call["timeout_s"] + CALL_GRACE_S:
+                state["overrun"] = call
+                return "call-timeout"
+        return None
+
+    result = run_sandboxed(command, env, deadline, on_record, watch)
+    running = state.get("overrun") or (calls[-1] if calls else None)
+    if running is not None:
+        running = {"what": running["what"], "timeout_s": running["timeout_s"]}
+    return facts, state["done"], running, result
+
+
+def kill_process_group(process):
+    import signal
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        try:
+            process.kill()
+        except OSError:
+            pass
+
+
+def child_environment(base=None):
+    """Environment for a child that imports torch: nothing written, no CUDA context."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ written anywhere
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # CUDA availability from NVML, no context
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    # torch._dynamo creates <temp dir>/torchinductor_<user> at import time, and
+    # finding the temp dir (tempfile.gettempdir) creates and deletes a probe
+    # file in it. Pointing the cache at an existing directory avoids both.
+    if "TORCHINDUCTOR_CACHE_DIR" not in env:
+        env["TORCHINDUCTOR_CACHE_DIR"] = existing_temp_dir(env)
+    return env
+
+
+def existing_temp_dir(env):
+    """The first existing directory of tempfile's candidates, without probing by writing."""
+    candidates = [env.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
+    candidates += ["/tmp", "/var/tmp", "/usr/tmp", os.getcwd()]
+    for candidate in candidates:
+        if candidate and os.path.isdir(candidate):
+            return os.path.abspath(candidate)
+    return os.getcwd()
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def quiet_child_process():
+    """First thing a child does: no bytecode written, no temp-dir probe file, and (Linux) die
+    with the tool even if the tool itself is SIGKILLed."""
+    import signal
+    import tempfile
+    sys.dont_write_bytecode = True
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    # gettempdir() would create and delete a test file in each candidate.
+    tempfile.tempdir = existing_temp_dir(os.environ)
+
+
+# ---------------------------------------------------------------------------
+# Text that goes into JSON: valid UTF-8, no lone surrogates, bounded length
+# ---------------------------------------------------------------------------
+
+TEXT_LIMIT = 4000  # characters per string; longer ones keep head and tail
+TRUNCATION_MARKER = "...[%d characters cut]..."
+_SURROGATE = re.compile(u"[\ud800-\udfff]")
+
+
+def sanitise_text(text, limit=TEXT_LIMIT):
+    """A string safe for any strict JSON parser, at most about `limit` characters."""
+    if not isinstance(text, str):
+        text = str(text)
+    # Undecodable bytes arrive as lone surrogates (surrogateescape); strict
+    # parsers reject them, so they become U+FFFD.
+    text = _SURROGATE.sub(u"\ufffd", text)
+    if len(text) > limit:
+        cut = len(text) - limit
+        head = limit * 2 // 3
+        text = text[:head] + TRUNCATION_MARKER % cut + text[len(text) - (limit - head):]
+    return text
+
+
+def safe_str(value):
+    """str(value) that cannot raise (a hostile __str__ may)."""
+    try:
+        text = str(value)
+        return text if isinstance(text, str) else repr(text)
+    except Exception as error:  # noqa: BLE001 - anything user code raises
+        return "<unprintable %s: str() raised %s>" % (type(value).__name__, type(error).__name__)
+
+
+def sanitise(value, limit=TEXT_LIMIT):
+    """Every string (keys too) of a JSON-bound value made safe; NaN/inf become strings."""
+    if isinstance(value, str):
+        return sanitise_text(value, limit)
+    if isinstance(value, dict):
+        return dict((sanitise_text(safe_str(k), limit), sanitise(v, limit)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [sanitise(v, limit) for v in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)  # strict parsers reject NaN and Infinity
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return sanitise_text(safe_str(value), limit)
+
+
+def dumps(document, pretty=False):
+    """The one way the tools turn a document into JSON text (write it as UTF-8 bytes)."""
+    separators = None if pretty else (",", ":")  # compact means no padding spaces either
+    return json.dumps(sanitise(document), indent=2 if pretty else None, separators=separators,
+                      ensure_ascii=False, allow_nan=False)
+
+
+def write_json(document, pretty=False, fd=1):
+    """Print one JSON document as strict UTF-8 on `fd`, whatever the locale."""
+    data = (dumps(document, pretty) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(fd, data):]
 
 
 # ---------------------------------------------------------------------------
@@ -779,15 +1221,40 @@ def parse_int_variable(raw):
         return None, "not an integer"
 
 
+def parse_slurm_task_counts(raw):
+    """SLURM's '4(x2),3' -> [4, 4, 3] (one count per node), or None when malformed."""
+    counts = []
+    for part in raw.strip().split(","):
+        match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
+        if not match:
+            return None
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts or None
+
+
+def parse_slurm_task_count(raw, node_id):
+    """The task count of this node (SLURM_NODEID picks it when counts differ per node)."""
+    counts = parse_slurm_task_counts(raw)
+    if counts is None:
+        return None, "not a SLURM task count like 4 or 4(x2)"
+    if node_id is not None and 0 <= node_id < len(counts):
+        return counts[node_id], None
+    return max(counts), None
+
+
 def get_environment_facts():
     threads = {}
     for name in THREAD_VARIABLES:
         if name in os.environ:
             threads[name] = os.environ[name]
     launch = {}
+    node_id = parse_int_variable(os.environ.get("SLURM_NODEID", ""))[0]
     for name in LAUNCH_INT_VARIABLES:
         if name in os.environ:
-            value, error = parse_int_variable(os.environ[name])
+            if name in SLURM_TASK_COUNT_VARIABLES:
+                value, error = parse_slurm_task_count(os.environ[name], node_id)
+            else:
+                value, error = parse_int_variable(os.environ[name])
             launch[name] = {"raw": os.environ[name], "value": value, "error": error}
     for name in LAUNCH_STR_VARIABLES:
         if name in os.environ:
@@ -1017,29 +1484,19 @@ def finish_interpreter_facts(choice, answer):
 # parent knows which step was running if the child dies or hangs.
 # ---------------------------------------------------------------------------
 
-class ChildReporter(object):
-    def __init__(self, fd):
-        self.fd = fd
-
-    def send(self, record):
-        data = (json.dumps(record, default=str) + "\n").encode("utf-8")
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
-
-
 def describe_exception(error):
     """The whole chain: torch wraps the real dlopen error in __cause__."""
     chain, seen = [], set()
     while error is not None and id(error) not in seen and len(chain) < 10:
         seen.add(id(error))
-        chain.append({"type": type(error).__name__, "message": str(error)[:2000]})
+        chain.append({"type": type(error).__name__, "message": sanitise_text(safe_str(error), 2000)})
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     return {"type": chain[0]["type"], "message": chain[0]["message"], "chain": chain}
 
 
 def captured_warnings(caught):
-    return [{"category": w.category.__name__, "message": str(w.message)[:2000]} for w in caught]
+    return [{"category": safe_str(getattr(w.category, "__name__", w.category)),
+             "message": sanitise_text(safe_str(w.message), 2000)} for w in caught[:50]]
 
 
 # NVML return codes (nvml.h) -> their NVML_ERROR_* names.
@@ -1459,8 +1916,8 @@ def probe_torch_sparse_metis():
     return {"works": int(parts.numel()) == 6, "parts": parts.tolist()}
 
 
-def refuse_sockets():
-    """Make every Python-level socket creation fail in the child, and note who tried.
+def refuse_sockets(active=lambda: True):
+    """Make every Python-level socket creation fail in the child while active(), and note who tried.
 
     `import torch_geometric` imports requests, and urllib3 binds a socket on
     ::1 at import time to test for IPv6; libraries treat the refusal as
@@ -1469,7 +1926,7 @@ def refuse_sockets():
     attempts = []
 
     def audit(event, args):
-        if event == "socket.__new__":
+        if event == "socket.__new__" and active():
             frame = sys._getframe(1)
             while frame is not None and frame.f_code.co_filename.endswith("socket.py"):
                 frame = frame.f_back
@@ -1529,10 +1986,8 @@ def child_main(config_text):
     """Entry point of the child interpreter: probe step by step, report as JSON lines."""
     import faulthandler
     config = json.loads(config_text)
-    # Records travel on a private copy of stdout; fd 1 then points at stderr,
-    # so anything an extension prints cannot corrupt the record stream.
-    reporter = ChildReporter(os.dup(1))
-    os.dup2(2, 1)
+    quiet_child_process()
+    reporter = ChildReporter()
     faulthandler.enable()  # a segfault prints the Python stack to stderr
     for module in config.get("block", []):
         sys.modules[module] = None  # makes `import module` raise ImportError
@@ -1565,21 +2020,6 @@ def child_main(config_text):
 # and run again without it, until every step has an answer or time runs out.
 # ---------------------------------------------------------------------------
 
-def child_environment():
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ written anywhere
-    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # CUDA availability from NVML, no context
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONFAULTHANDLER"] = "1"
-    # torch._dynamo creates $TMPDIR/torchinductor_<user> at import time; point
-    # its cache at the existing temp directory itself so nothing is created.
-    if "TORCHINDUCTOR_CACHE_DIR" not in env:
-        temp_root = env.get("TMPDIR") or env.get("TEMP") or env.get("TMP") or "/tmp"
-        if os.path.isdir(temp_root):
-            env["TORCHINDUCTOR_CACHE_DIR"] = temp_root
-    return env
-
-
 class ChildAttempt(object):
     """One run of the child: its records, how it ended and the step it was in."""
 
@@ -1594,86 +2034,32 @@ class ChildAttempt(object):
 
 
 def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
-    import subprocess
-    import threading
-    try:
-        import queue
-    except ImportError:  # pragma: no cover
-        import Queue as queue
     attempt = ChildAttempt()
     command = [python, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(config)]
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=child_environment(), start_new_session=True)
-    records = queue.Queue()
-    stderr_chunks = []
 
-    def read_records():
-        for line in iter(process.stdout.readline, b""):
-            records.put((time.time(), line))
-        records.put((time.time(), None))
-
-    def read_stderr():
-        for chunk in iter(lambda: process.stderr.read(4096), b""):
-            stderr_chunks.append(chunk)
-            if len(stderr_chunks) > 64:
-                del stderr_chunks[:32]
-
-    threads = [threading.Thread(target=read_records), threading.Thread(target=read_stderr)]
-    for thread in threads:
-        thread.daemon = True
-        thread.start()
-    eof = False
-    while not eof:
-        now = time.time()
-        if now >= deadline:
-            attempt.killed_for = "deadline"
-            break
-        if (attempt.current in hang_steps and attempt.current_started is not None
-                and now - attempt.current_started > hang_limit):
-            attempt.killed_for = "hung"
-            break
-        try:
-            stamp, line = records.get(timeout=min(0.05, max(deadline - now, 0.001)))
-        except queue.Empty:
-            continue
-        if line is None:
-            eof = True
-            break
-        try:
-            record = json.loads(line.decode("utf-8"))
-        except ValueError:
-            continue
+    def on_record(stamp, record):
         event = record.pop("event", None)
         if event == "begin":
-            attempt.current, attempt.current_started = record["step"], stamp
+            attempt.current, attempt.current_started = record.get("step"), stamp
         elif event == "result":
-            attempt.results[record.pop("step")] = record
+            attempt.results[record.pop("step", None)] = record
             attempt.current, attempt.current_started = None, None
         elif event == "done":
             attempt.done = True
-    if attempt.killed_for:
-        kill_process_group(process)
-    try:
-        attempt.returncode = process.wait(timeout=max(1.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        kill_process_group(process)
-        attempt.returncode = process.wait()
-    for thread in threads:
-        thread.join(timeout=1.0)
-    attempt.stderr_tail = b"".join(stderr_chunks).decode("utf-8", "replace")[-2000:]
+
+    def watch(now):
+        if (attempt.current in hang_steps and attempt.current_started is not None
+                and now - attempt.current_started > hang_limit):
+            return "hung"
+        return None
+
+    outcome = run_sandboxed(command, child_environment(), deadline, on_record, watch)
+    attempt.returncode = outcome.returncode
+    attempt.killed_for = outcome.killed_for
+    attempt.stderr_tail = outcome.stderr_tail[-2000:]
+    attempt.descendants_ended = outcome.descendants_ended
+    attempt.subreaper = outcome.subreaper
     return attempt
-
-
-def kill_process_group(process):
-    import signal
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (OSError, AttributeError):
-        try:
-            process.kill()
-        except OSError:
-            pass
 
 
 def run_import_probe(python, timeout, started):
@@ -1702,6 +2088,9 @@ def run_import_probe(python, timeout, started):
             "seconds": round(time.time() - attempt_started, 3),
             "blocked_modules": list(config["block"]),
             "skipped_steps": sorted(config["skip"]),
+            # processes the child left behind (daemons, forks), ended by the checker
+            "descendants_ended": attempt.descendants_ended,
+            "subreaper": attempt.subreaper,
         }
         attempts.append(summary)
         if attempt.done or attempt.current is None:
@@ -2356,6 +2745,63 @@ def rule_torch_and_pyg_presence(facts, options):
     return found
 
 
+def pyg_installs(facts):
+    packages = facts["distributions"]["packages"]
+    return packages["torch-geometric"]["installs"] + packages["pyg-nightly"]["installs"]
+
+
+def inside(path, directory):
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def pyg_shadowing(facts):
+    """How the imported torch_geometric differs from the installed distribution(s), or None."""
+    pyg = facts["pyg"]
+    installs = pyg_installs(facts)
+    if pyg.get("status") != "ok" or not pyg.get("file") or not installs:
+        return None  # not imported, or a source checkout with nothing installed: nothing to compare
+    package_dir = os.path.dirname(pyg["file"])
+    owners = [r for r in installs if inside(package_dir, os.path.join(r["location"], "torch_geometric"))]
+    editable = [r for r in installs if r.get("editable_or_url") and r["version"] == pyg["version"]]
+    if owners and any(r["version"] == pyg["version"] for r in owners):
+        return None
+    if not owners and editable:
+        return None  # an editable install lives outside site-packages by design
+    return {"imported_version": pyg["version"], "imported_from": package_dir,
+            "shadowing_path": os.path.dirname(package_dir),
+            "installed": [{"version": r["version"], "location": r["location"]} for r in installs]}
+
+
+def pyg_version(facts):
+    """The PyG version other findings quote: what is imported, else the first installed record."""
+    if facts["pyg"].get("status") == "ok" and facts["pyg"].get("version"):
+        return facts["pyg"]["version"]
+    packages = facts["distributions"]["packages"]
+    return packages["torch-geometric"]["version"] or packages["pyg-nightly"]["version"]
+
+
+def rule_pyg_shadowed(facts, options):
+    shadow = pyg_shadowing(facts)
+    if shadow is None:
+        return []
+    path = shadow["shadowing_path"]
+    pythonpath = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    listed = [entry for entry in pythonpath if os.path.realpath(entry or ".") == os.path.realpath(path)]
+    if listed:
+        shadow["origin"] = "PYTHONPATH"
+        rest = [entry for entry in pythonpath if entry not in listed]
+        fix = "export PYTHONPATH=%s" % quote(os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
+    else:
+        shadow["origin"] = "sys.path (a .pth file, the user site or the interpreter's own paths)"
+        fix = ("%s -c \"import sys; print(sys.path)\"  # shows where %s comes from; remove that entry, or move "
+               "the stray copy away: mv %s %s.stray (unrun)" % (
+                   interpreter(facts), path, quote(shadow["imported_from"]), quote(shadow["imported_from"])))
+    shadow["note"] = ("sampling and feature findings are withheld: they describe the stray copy, "
+                      "not the installed PyG")
+    return [finding("pyg-shadowed", shadow, fix=fix)]
+
+
 def rule_python_supported_by_pyg(facts, options):
     for name in ("torch-geometric", "pyg-nightly"):
         for record in facts["distributions"]["packages"][name]["installs"]:
@@ -2656,8 +3102,8 @@ def rule_neighbor_sampling(facts, options):
                 evidence["module"] = module
             found.append(finding(finding_id, evidence,
                                  fix=pip_fix(facts, [PIP_NAME[module]], reinstall=True)))
-    if pyg.get("status") != "ok":
-        return found
+    if pyg.get("status") != "ok" or pyg_shadowing(facts):
+        return found  # a stray copy's verdict would send the user to install pyg-lib for nothing
     backend = pyg.get("neighbor_backend")
     if backend is None:
         found.append(finding("neighbor-sampling-unavailable", {
@@ -2673,8 +3119,8 @@ def rule_neighbor_sampling(facts, options):
 
 def rule_feature_verdicts(facts, options):
     """Features beyond plain neighbour sampling, named with what unlocks them."""
-    if facts["pyg"].get("status") != "ok":
-        return []
+    if facts["pyg"].get("status") != "ok" or pyg_shadowing(facts):
+        return []  # see rule_neighbor_sampling
     features = facts["sampling"]["features"]
     found = []
     pyg_lib_fix = pip_fix(facts, ["pyg_lib"])
@@ -2735,7 +3181,7 @@ def rule_legacy_extensions(facts, options):
         if package["installed"]:
             found.append(finding("legacy-extension-ignored", {
                 "distribution": dist, "version": package["version"],
-                "pyg_version": facts["distributions"]["packages"]["torch-geometric"]["version"],
+                "pyg_version": pyg_version(facts),
                 "replacement": "pyg-lib: PyG 2.8's typing.py and install docs say >= 0.6.0, the torch-cluster "
                                "deprecation notice says >= 0.7.0 (sources disagree)"},
                 fix="%s -m pip uninstall -y %s  # then install pyg_lib: %s" % (
@@ -2782,8 +3228,7 @@ def rule_pyg_defects(facts, options):
     if not source.get("found"):
         return []
     found = []
-    version = facts["distributions"]["packages"]["torch-geometric"]["version"] or (
-        facts["distributions"]["packages"]["pyg-nightly"]["version"])
+    version = pyg_version(facts)
     if source["stack_level_typo"]:
         found.append(finding("pyg-dist-loader-typeerror", {
             "pyg_version": version, "locations": source["stack_level_typo"],
@@ -2822,7 +3267,8 @@ def rule_launch_environment(facts, options):
             if name == "MASTER_PORT" and not 1 <= value <= 65535:
                 invalid[name] = entry["raw"]
             elif name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_NTASKS", "SLURM_NNODES",
-                          "SLURM_NTASKS_PER_NODE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE") and value < 1:
+                          "SLURM_NTASKS_PER_NODE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE") and value < 1:
                 invalid[name] = entry["raw"]
             elif value < 0:
                 invalid[name] = entry["raw"]
@@ -2839,6 +3285,7 @@ def rule_launch_environment(facts, options):
     if out_of_range:
         found.append(finding("launch-rank-out-of-range", out_of_range,
                              fix="let the launcher set ranks: torchrun --nnodes N --nproc_per_node P script.py"))
+    found.extend(rule_launcher_rank_ranges(facts, options))
     device_count = (facts.get("cuda") or {}).get("device_count") or 0
     if local_rank is not None and device_count > 0 and local_rank >= device_count:
         found.append(finding("launch-local-rank-no-device", {
@@ -2975,6 +3422,35 @@ def rule_world_size_layout(facts):
         "consequence": "the rendezvous waits for %d processes; %d will start" % (world, nodes * per_node)},
         fix="export WORLD_SIZE=$((SLURM_NNODES * %s))  # or let torchrun count: torchrun --nnodes "
             "$SLURM_NNODES --nproc-per-node %d ..." % (per_node_name, per_node))]
+
+
+def ranks_out_of_range(launch, pairs):
+    """{rank variable: {rank: value, size: value}} for each pair whose rank is not below its size."""
+    out_of_range = {}
+    for rank_name, size_name in pairs:
+        rank, size = launch_value(launch, rank_name), launch_value(launch, size_name)
+        if rank is not None and size is not None and size >= 1 and rank >= size:
+            out_of_range[rank_name] = {rank_name: rank, size_name: size}
+            if launch[size_name]["raw"].strip() != str(size):
+                out_of_range[rank_name][size_name + "_raw"] = launch[size_name]["raw"]
+    return out_of_range
+
+
+def rule_launcher_rank_ranges(facts, options):
+    """SLURM and MPI ranks against their own counts (torchrun's RANK/LOCAL_RANK are checked above)."""
+    launch = facts["environment"]["launch"]
+    found = []
+    slurm = ranks_out_of_range(launch, SLURM_RANK_PAIRS)
+    if slurm:
+        found.append(finding("launch-slurm-rank-out-of-range", slurm, fix=(
+            "do not export SLURM_* by hand or carry them into another job (env | grep ^SLURM_ shows them); "
+            "start the tasks with srun inside the allocation, e.g. srun --ntasks=$SLURM_NTASKS python train.py")))
+    mpi = ranks_out_of_range(launch, MPI_RANK_PAIRS)
+    if mpi:
+        found.append(finding("launch-mpi-rank-out-of-range", mpi, fix=(
+            "do not export PMI_*/OMPI_COMM_WORLD_* by hand or carry them over from another job; "
+            "let the MPI launcher set them: mpirun -np N python train.py")))
+    return found
 
 
 def rule_backend_requested(facts, options):
@@ -3185,6 +3661,7 @@ def rule_gates_cuda_distributed(facts, options):
 RULES = (
     rule_interpreter_choice,
     rule_torch_and_pyg_presence,
+    rule_pyg_shadowed,
     rule_python_supported_by_pyg,
     rule_probe_deadline,
     rule_wheel_tags,
@@ -3378,10 +3855,8 @@ def lean_record(entry, drop=("file",)):
 
 
 def emit(document, pretty):
-    separators = None if pretty else (",", ":")  # compact means no padding spaces either
-    text = json.dumps(document, indent=2 if pretty else None, separators=separators, sort_keys=False, default=str)
-    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+    write_json(document, pretty)
 
 
 def version_rows(document):

@@ -10,8 +10,10 @@ pair when a sampling backend works, and prints one JSON document with findings
 
 Read-only by default: only get_* calls are made. Write checks (put, overwrite,
 remove on a scratch attribute, restoring what was there) run only with
---write-check. Every call into the stores runs under a time bound, so a
-hanging remote store yields a finding instead of a hang.
+--write-check. The stores, and PyG's sampler on their data, run in a child
+process (check_sampling_backends.py's sandbox); every call is bounded in wall
+time, so a segfaulting, hanging or daemonising store yields a finding instead
+of a crash, a hang or a stray process.
 """
 
 import json
@@ -20,14 +22,20 @@ import re
 import sys
 import time
 
+sys.dont_write_bytecode = True  # importing the shared module must not write scripts/__pycache__
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_sampling_backends as core  # noqa: E402  (the shared sandbox, sanitiser and exit codes)
+
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
 DOCS = "references/troubleshooting.md"
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+EXIT_OK = core.EXIT_OK
+EXIT_CHECK_FAILED = core.EXIT_GATE_FAILED
+EXIT_USAGE = core.EXIT_USAGE
+EXIT_INTERNAL = core.EXIT_INTERNAL
+CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_SETUP_TIMEOUT = 120.0
@@ -70,6 +78,10 @@ FINDINGS = {
     "store-sampling-failed": ("error", "a real NeighborLoader batch over the stores failed or was wrong"),
     "store-write-roundtrip-failed": ("error", "put/overwrite/remove on a scratch attribute misbehaved"),
     "store-write-cleanup-failed": ("error", "the scratch attribute could not be removed again"),
+    "store-call-crashed": ("error", "a store call killed the process (segfault, abort, exit)"),
+    "store-usage-error": ("error", "the command line is not valid"),
+    "store-reference-not-found": ("error", "the module or callable named on the command line does not exist"),
+    "store-stack-missing": ("error", "torch or torch_geometric is not importable in this interpreter"),
     "store-checker-internal-error": ("error", "the checker itself failed"),
 }
 
@@ -80,25 +92,33 @@ USAGE = """\
 
 EPILOG = """\
 store references:
-  MODULE:CALLABLE    MODULE is a dotted module importable from the current
-                     directory (e.g. mypkg.stores) or a path to a .py file
-                     (e.g. ./stores.py). CALLABLE (dotted names allowed) is
-                     called with no arguments; it may also name a ready
-                     object. The positional form must give a
-                     (FeatureStore, GraphStore) pair; --feature-store and
-                     --graph-store each give one store.
+  MODULE:CALLABLE    MODULE is a dotted module importable from a --path
+                     directory or the current directory (e.g. mypkg.stores),
+                     or a path to a .py file (e.g. ./stores.py). CALLABLE
+                     (dotted names allowed) is called with no arguments; it
+                     may also name a ready object. The positional form must
+                     give a (FeatureStore, GraphStore) pair; --feature-store
+                     and --graph-store each give one store. Run from the
+                     skill's folder, add --path /your/project so that MODULE
+                     is found there.
 
 exit codes:
-  0  every contract check passed (warnings or info may remain)
-  1  a contract check failed: at least one error finding
-  2  usage error (bad flag, value or reference syntax); nothing on stdout
+  0  the gate "contract" passed: no error finding (warnings or info may remain)
+  1  the gate "contract" failed: at least one error finding
+  2  usage error: a bad flag or value, a MODULE or CALLABLE that does not
+     exist (store-reference-not-found), or torch/torch_geometric missing in
+     this interpreter (store-stack-missing); one line on stderr and a JSON
+     document whose finding says so
   3  internal error in the checker; the JSON says so in "findings"
 
 what it guarantees:
   Exactly one JSON document on stdout (anything the stores print goes to
   stderr). Read-only unless --write-check is given: only get_* calls are
-  made. Each store call is bounded by --timeout; after the first timeout no
-  further calls are made and the checker exits promptly.
+  made, and no file, directory (__pycache__ included) or socket is created
+  by the checker. The stores run in a child process: a store call that
+  crashes is reported (store-call-crashed), one that runs past --timeout is
+  ended even when it blocks in C (store-call-timeout), after which no
+  further calls are made; processes the stores start are ended with it.
 
 examples:
   python scripts/check_store_contract.py mypkg.stores:make_stores --pretty
@@ -125,11 +145,14 @@ class BoundedCaller:
     """Runs each store call in a daemon thread and waits at most `timeout` s.
 
     After the first timeout every later call is skipped: a store that hangs
-    once usually hangs again, and each wait would cost the full bound.
+    once usually hangs again, and each wait would cost the full bound. Each
+    call is announced to the parent process (reporter), which kills this
+    child if the call outlives its bound while holding the GIL.
     """
 
-    def __init__(self, timeout):
+    def __init__(self, timeout, reporter=None):
         self.timeout = timeout
+        self.reporter = reporter
         self.count = 0
         self.timed_out = None  # {"call": ..., "timeout_s": ...} of the hung call
         self.skipped = []
@@ -150,8 +173,12 @@ class BoundedCaller:
 
         self.count += 1
         worker = threading.Thread(target=target, name="store-call", daemon=True)
+        if self.reporter:
+            self.reporter.begin(what, bound)
         worker.start()
         worker.join(bound)
+        if self.reporter:
+            self.reporter.end()
         if worker.is_alive():
             self.timed_out = {"call": what, "timeout_s": bound}
             raise CallTimeout(what)
@@ -171,12 +198,12 @@ def type_name(value):
 
 
 def error_text(error):
-    text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, error))  # torch bolds some words
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, core.safe_str(error)))  # torch bolds
     # torch's weights_only errors open with a long preamble; the cause follows "WeightsUnpickler error:".
     cause = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\n|$)", text, re.S)
     if cause:
         text = "%s: weights_only load failed: %s" % (type(error).__name__, cause.group(1).strip())
-    return text if len(text) <= 700 else text[:700] + "..."
+    return core.sanitise_text(text, 700)
 
 
 def describe(value):
@@ -241,8 +268,16 @@ def with_index(attr, index):
 # Facts: loading the stores
 # ---------------------------------------------------------------------------
 
-def import_reference(reference):
-    """Import MODULE and resolve CALLABLE of a MODULE:CALLABLE reference."""
+class ReferenceNotFound(Exception):
+    """The MODULE or CALLABLE of a reference does not exist (a usage error, not the store's)."""
+
+
+def import_reference(reference, search_path=()):
+    """Import MODULE and resolve CALLABLE of a MODULE:CALLABLE reference.
+
+    Dotted modules are looked up in the --path directories, then the current
+    directory, then the usual sys.path.
+    """
     import importlib
     import importlib.util
     module_part, _, attr_path = reference.rpartition(":")
@@ -257,18 +292,32 @@ def import_reference(reference):
         sys.modules[name] = module
         spec.loader.exec_module(module)
     else:
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_part)
+        for directory in reversed([os.path.abspath(d) for d in search_path] + [os.getcwd()]):
+            if directory in sys.path:
+                sys.path.remove(directory)
+            sys.path.insert(0, directory)
+        try:
+            module = importlib.import_module(module_part)
+        except ModuleNotFoundError as error:
+            # Only the named module (or a parent package) missing is a usage error;
+            # an import the user's module itself makes is the store's failure.
+            if error.name and module_part.startswith(error.name) and module_part[len(error.name):][:1] in ("", "."):
+                raise ReferenceNotFound("module %r not found in %s" % (
+                    module_part, ", ".join([os.path.abspath(d) for d in search_path] + [os.getcwd()]
+                                           + ["sys.path"])))
+            raise
     target = module
-    for name in attr_path.split("."):
+    for depth, name in enumerate(attr_path.split(".")):
+        if not hasattr(target, name):
+            raise ReferenceNotFound("%s has no attribute %r" % (
+                module_part if depth == 0 else module_part + ":" + ".".join(attr_path.split(".")[:depth]), name))
         target = getattr(target, name)
     return target
 
 
-def build_from_reference(reference):
+def build_from_reference(reference, search_path=()):
     from torch_geometric.data import FeatureStore, GraphStore
-    target = import_reference(reference)
+    target = import_reference(reference, search_path)
     if callable(target) and not isinstance(target, (FeatureStore, GraphStore)):
         return target()
     return target
@@ -283,7 +332,7 @@ def gather_setup(options, call):
         if options.stores:
             facts["references"] = {"pair": options.stores}
             facts["failed_reference"] = options.stores  # cleared below once built
-            pair = call("%s()" % options.stores, build_from_reference, options.stores,
+            pair = call("%s()" % options.stores, build_from_reference, options.stores, options.path,
                         timeout=options.setup_timeout)
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 facts.update(status="error", error="expected a (FeatureStore, GraphStore) pair, got %s"
@@ -297,12 +346,15 @@ def gather_setup(options, call):
             facts["references"] = {"feature_store": options.feature_store, "graph_store": options.graph_store}
             facts["failed_reference"] = options.feature_store
             feature_store = call("%s()" % options.feature_store, build_from_reference,
-                                 options.feature_store, timeout=options.setup_timeout)
+                                 options.feature_store, options.path, timeout=options.setup_timeout)
             facts["failed_reference"] = options.graph_store
             graph_store = call("%s()" % options.graph_store, build_from_reference,
-                               options.graph_store, timeout=options.setup_timeout)
+                               options.graph_store, options.path, timeout=options.setup_timeout)
     except (CallTimeout, CallSkipped):
         facts.update(status="timeout", error="building the stores did not finish in %ss" % options.setup_timeout)
+        return facts, None, None
+    except ReferenceNotFound as error:
+        facts.update(status="not-found", error=core.sanitise_text(core.safe_str(error), 700))
         return facts, None, None
     except (Exception, SystemExit) as error:  # user code: import errors, sys.exit(), anything
         import traceback
@@ -871,32 +923,48 @@ def roundtrip_edges(graph_store, call):
 # All facts, in order; each section stops cleanly after a timeout
 # ---------------------------------------------------------------------------
 
-def gather_facts(options, call):
+def gather_facts(options, call, out):
+    """Every fact section in order; `out` (a CallReporter) gets each one as soon as it is known,
+    so the parent keeps them if a later call crashes the process."""
     facts = {"setup": None, "tensor_attrs": None, "tensors": [], "edge_attrs": None, "edges": [],
              "graph_meta": None, "missing_keys": None, "sampling": None, "write_check": {"performed": False}}
-    facts["setup"], feature_store, graph_store = gather_setup(options, call)
-    if facts["setup"]["status"] != "ok":
+
+    def publish(key, value):
+        facts[key] = value
+        out.publish(key, value)
+
+    def append(key, value):
+        facts[key].append(value)
+        out.append(key, value)
+
+    setup, feature_store, graph_store = gather_setup(options, call)
+    publish("setup", setup)
+    if setup["status"] != "ok":
         return facts
-    if not (facts["setup"]["feature_store"]["is_feature_store"] and facts["setup"]["graph_store"]["is_graph_store"]):
+    if not (setup["feature_store"]["is_feature_store"] and setup["graph_store"]["is_graph_store"]):
         return facts
     try:
-        facts["tensor_attrs"], tensor_attrs = gather_tensor_attrs(feature_store, call)
-        facts["edge_attrs"], edge_attrs = gather_edge_attrs(graph_store, call)
+        tensor_attr_facts, tensor_attrs = gather_tensor_attrs(feature_store, call)
+        publish("tensor_attrs", tensor_attr_facts)
+        edge_attr_facts, edge_attrs = gather_edge_attrs(graph_store, call)
+        publish("edge_attrs", edge_attr_facts)
         for attr in tensor_attrs:
-            facts["tensors"].append(gather_tensor(feature_store, attr, call))
+            append("tensors", gather_tensor(feature_store, attr, call))
         for attr in edge_attrs:
-            facts["edges"].append(gather_edge(graph_store, attr, call))
-        facts["graph_meta"] = gather_graph_meta(graph_store)
-        facts["missing_keys"] = gather_missing_keys(feature_store, graph_store, tensor_attrs, call)
+            append("edges", gather_edge(graph_store, attr, call))
+        publish("graph_meta", gather_graph_meta(graph_store))
+        publish("missing_keys", gather_missing_keys(feature_store, graph_store, tensor_attrs, call))
         if edge_attrs and not facts["edge_attrs"]["problems"]:
-            facts["sampling"] = gather_sampling(feature_store, graph_store, facts["tensors"], facts["edges"],
-                                                options, call)
+            # Published before the batch: if PyG's sampler crashes on the data, the parent reports it here.
+            publish("sampling", {"backend": sampling_backend(), "status": "running"})
+            publish("sampling", gather_sampling(feature_store, graph_store, facts["tensors"], facts["edges"],
+                                                options, call))
         else:
-            facts["sampling"] = {"backend": sampling_backend(), "status": "not-run",
-                                 "reason": "the graph store lists no usable edges"}
+            publish("sampling", {"backend": sampling_backend(), "status": "not-run",
+                                 "reason": "the graph store lists no usable edges"})
         if options.write_check:  # replaced below unless a timeout cuts the round trip short
-            facts["write_check"] = {"performed": True, "interrupted": True}
-        facts["write_check"] = gather_write_check(feature_store, graph_store, tensor_attrs, options, call)
+            publish("write_check", {"performed": True, "interrupted": True})
+        publish("write_check", gather_write_check(feature_store, graph_store, tensor_attrs, options, call))
     except (CallTimeout, CallSkipped):
         pass  # rule_timeout reports it; the sections gathered so far stay
     return facts
@@ -916,6 +984,15 @@ def rule_setup(facts, options):
     setup = facts["setup"]
     if setup is None or setup["status"] == "timeout":
         return []  # rule_timeout
+    if setup["status"] == "not-found":
+        return [finding("store-reference-not-found", {"references": setup["references"],
+                                                      "reference": setup["failed_reference"],
+                                                      "error": setup["error"], "cwd": os.getcwd(),
+                                                      "path": list(options.path)},
+                        fix="name a module and callable that exist; run from the folder that holds the module "
+                            "or add --path DIR (e.g. python scripts/check_store_contract.py %s --path "
+                            "/your/project), or give a .py file: ./stores.py:make_stores"
+                            % setup["failed_reference"])]
     if setup["status"] == "error":
         module, _, attr_path = setup["failed_reference"].rpartition(":")
         head, _, rest = attr_path.partition(".")
@@ -1241,8 +1318,8 @@ def rule_sampling(facts, options):
             "effect": "dropped from batches" if hetero else "indexed with node ids, giving one row per node"},
             fix="do not rely on NeighborLoader for edge features of a (FeatureStore, GraphStore) pair: fetch "
                 "them yourself with feature_store.get_tensor(edge_type, 'edge_attr', index=batch[...].e_id)"))
-    if not sampling:
-        return found
+    if not sampling or sampling["status"] in ("running", "crashed"):
+        return found  # the batch never returned; rule_crash or rule_timeout says why
     if sampling["status"] == "unavailable":
         found.append(finding("store-sampling-unavailable", {
             "pyg_lib": False, "torch_sparse": False, "main_checker_finding": "neighbor-sampling-unavailable"},
@@ -1290,6 +1367,20 @@ def rule_write_check(facts, options):
     return found
 
 
+def rule_crash(facts, options):
+    """A store call, or PyG's sampler on the store's data, ended the child process."""
+    crash = facts.get("crash")
+    if not crash:
+        return []
+    if crash.get("call", "").startswith("NeighborLoader"):
+        return [finding("store-sampling-failed", {"crashed": crash, "backend": (facts.get("sampling") or {}).get(
+            "backend")}, fix="fix the other error findings first (ids past num_nodes crash the native sampler); "
+                             "the signal and stderr_tail show where it died")]
+    return [finding("store-call-crashed", crash,
+                    fix="run the call named in evidence.call alone to reproduce it (python -X faulthandler "
+                        "-c \"...\" prints the native stack); the store or a library it calls crashes or exits")]
+
+
 def rule_timeout(facts, options, caller):
     if caller.timed_out is None:
         return []
@@ -1299,7 +1390,7 @@ def rule_timeout(facts, options, caller):
 
 
 RULES = (rule_setup, rule_attr_listings, rule_tensor_reads, rule_dtypes_across_groups, rule_row_counts,
-         rule_edges, rule_types, rule_graph_meta, rule_missing_keys, rule_sampling, rule_write_check)
+         rule_edges, rule_types, rule_graph_meta, rule_missing_keys, rule_sampling, rule_write_check, rule_crash)
 
 
 def diagnose(facts, options, caller):
@@ -1319,34 +1410,41 @@ FACT_SECTIONS = ("setup", "tensor_attrs", "tensors", "edge_attrs", "edges", "gra
                  "sampling", "write_check")
 
 
-def render(facts, findings, options, caller, started, internal_error=None):
+def render(facts, findings, options, caller, started, internal_error=None, usage_error=False):
     if internal_error is not None:
         findings = list(findings) + [finding("store-checker-internal-error", internal_error,
                                              fix="report it with this JSON attached")]
     has_error = any(f["severity"] == "error" for f in findings)
+    # The gate "contract" fails on any error finding; it is not applied when the run never started.
+    gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
     if internal_error is not None:
         status, exit_code = "internal-error", EXIT_INTERNAL
+    elif usage_error:
+        status, exit_code = "usage-error", EXIT_USAGE
     elif has_error:
-        status, exit_code = "error", EXIT_CHECK_FAILED
+        status, exit_code = "gate-failed", EXIT_CHECK_FAILED
     else:
         exit_code = EXIT_OK
         status = "warning" if any(f["severity"] == "warning" for f in findings) else "ok"
     document = {
         "schema_version": SCHEMA_VERSION,
-        "ok": not has_error and internal_error is None,
+        "ok": not has_error and not usage_error and internal_error is None,
         "status": status,
         "exit_code": exit_code,
         "findings": findings,
+        "gates": gates,
         "checker": {
             "name": "check_store_contract",
             "version": CHECKER_VERSION,
             "argv": sys.argv[1:],
-            "timeout_s": options.timeout,
-            "setup_timeout_s": options.setup_timeout,
-            "write_check": bool(options.write_check),
+            "timeout_s": getattr(options, "timeout", None),
+            "setup_timeout_s": getattr(options, "setup_timeout", None),
+            "write_check": bool(getattr(options, "write_check", False)),
             "calls": caller.count,
             "skipped_calls": len(caller.skipped),
             "elapsed_s": round(time.time() - started, 3),
+            "read_only": not getattr(options, "write_check", False),
+            "child": facts.get("child"),
         },
         "versions": facts.get("versions"),
     }
@@ -1369,8 +1467,9 @@ def build_parser():
 
     class OneLineErrorParser(argparse.ArgumentParser):
         def error(self, message):
-            sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
-            sys.exit(EXIT_USAGE)
+            usage_exit(finding("store-usage-error", {"error": message, "argv": sys.argv[1:]},
+                               fix="python scripts/check_store_contract.py --help"),
+                       "%s: error: %s (see --help)" % (self.prog, message))
 
     parser = OneLineErrorParser(
         usage=USAGE, epilog=EPILOG,
@@ -1385,6 +1484,9 @@ def build_parser():
                         help="callable returning the FeatureStore (use with --graph-store)")
     parser.add_argument("--graph-store", metavar="MODULE:CALLABLE", type=reference,
                         help="callable returning the GraphStore (use with --feature-store)")
+    parser.add_argument("--path", metavar="DIR", action="append", default=[], type=directory,
+                        help="directory to import MODULE from, searched before the current directory "
+                             "(repeatable); needed when running from the skill's folder")
     parser.add_argument("--write-check", action="store_true",
                         help="also put, overwrite and remove a scratch feature '%s' and a scratch edge type, "
                              "restoring what was there (off by default: the store may be a live service)"
@@ -1415,6 +1517,13 @@ def reference(text):
     return text
 
 
+def directory(text):
+    import argparse
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError("--path %r is not a directory" % text)
+    return os.path.abspath(text)
+
+
 def positive_seconds(text):
     import argparse
     try:
@@ -1424,6 +1533,88 @@ def positive_seconds(text):
     if not 0.1 <= value <= 3600:
         raise argparse.ArgumentTypeError("must be between 0.1 and 3600 seconds, got %s" % text)
     return value
+
+
+class CallerState:
+    """What the parent knows of the child's calls (the child's BoundedCaller, or the kill)."""
+
+    def __init__(self, count=0, skipped=(), timed_out=None):
+        self.count, self.skipped, self.timed_out = count, list(skipped), timed_out
+
+
+class NoOptions:
+    """Stand-in for parsed options when the command line itself was the problem."""
+    timeout = setup_timeout = None
+    write_check = False
+    path = ()
+
+
+STARTED = time.time()
+
+
+def usage_exit(usage_finding, line):
+    """Exit 2: one line on stderr and a JSON document whose finding says why."""
+    document, exit_code = render({}, [usage_finding], NoOptions(), CallerState(), STARTED, usage_error=True)
+    sys.stderr.write(line.rstrip("\n") + "\n")
+    core.write_json(document)
+    sys.exit(exit_code)
+
+
+def missing_stack():
+    """torch / torch_geometric not importable here, found without importing them."""
+    import importlib.util
+    return [name for name in ("torch", "torch_geometric") if importlib.util.find_spec(name) is None]
+
+
+def child_main(options_text):
+    """The child process: import the stack and the stores, gather the facts, publish them."""
+    import argparse
+    core.quiet_child_process()
+    reporter = core.CallReporter()
+    options = argparse.Namespace(**json.loads(options_text))
+    caller = BoundedCaller(options.timeout, reporter)
+    # urllib3 binds a socket at import time to test for IPv6; the libraries' own
+    # import must not open one. The stores themselves may (a remote store).
+    importing = {"libraries": True}
+    core.refuse_sockets(lambda: importing["libraries"])
+    reporter.begin("import torch, torch_geometric", options.setup_timeout)
+    versions = library_versions()
+    reporter.end()
+    importing["libraries"] = False
+    reporter.publish("versions", versions)
+    facts = gather_facts(options, caller, reporter)
+    facts["versions"] = versions
+    reporter.done(facts=facts, caller={"count": caller.count, "skipped": caller.skipped,
+                                       "timed_out": caller.timed_out})
+    sys.stderr.flush()
+    os._exit(0)  # a store call may still be blocked in a daemon thread; do not wait for it
+
+
+def run_child(options):
+    """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
+    command = [sys.executable, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(vars(options))]
+    facts, done, running, outcome = core.run_call_child(command, core.child_environment())
+    child = {"returncode": outcome.returncode, "signal": outcome.signal(), "seconds": outcome.seconds,
+             "descendants_ended": outcome.descendants_ended, "subreaper": outcome.subreaper}
+    if done is not None:
+        facts = done["facts"]
+        state = CallerState(**done["caller"])
+    else:
+        state = CallerState()
+        if outcome.killed_for == "call-timeout":
+            state.timed_out = {"call": running["what"], "timeout_s": running["timeout_s"],
+                               "ended_by": "killing the child process (the call did not return control)"}
+        else:
+            facts["crash"] = {"call": (running or {}).get("what"), "signal": outcome.signal(),
+                              "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+            if (facts.get("sampling") or {}).get("status") == "running":
+                facts["sampling"]["status"] = "crashed"
+    for key, value in (("setup", None), ("tensor_attrs", None), ("tensors", []), ("edge_attrs", None),
+                       ("edges", []), ("graph_meta", None), ("missing_keys", None), ("sampling", None),
+                       ("write_check", {"performed": False})):
+        facts.setdefault(key, value)
+    facts["child"] = child
+    return facts, state
 
 
 def library_versions():
@@ -1437,35 +1628,38 @@ def main(argv=None):
     parser = build_parser()
     options = parser.parse_args(argv)
     if options.list_findings:
-        print(json.dumps(list_findings(), indent=2 if options.pretty else None))
-        return EXIT_OK, False
+        core.write_json(list_findings(), options.pretty)
+        return EXIT_OK
     if options.stores and (options.feature_store or options.graph_store):
         parser.error("give either MODULE:CALLABLE or --feature-store/--graph-store, not both")
     if not options.stores and not (options.feature_store and options.graph_store):
         parser.error("give MODULE:CALLABLE, or both --feature-store and --graph-store")
-    # The stores are user code: whatever they print must not corrupt the JSON on stdout.
-    json_out = os.fdopen(os.dup(1), "w")
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    caller = BoundedCaller(options.timeout)
-    facts, findings = {}, []
+    missing = missing_stack()
+    if missing:
+        usage_exit(finding("store-stack-missing", {"missing": missing, "interpreter": sys.executable,
+                                                   "python": sys.version.split()[0]},
+                           fix="%s -m pip install torch torch_geometric  # or run this checker with the "
+                               "interpreter of the training environment" % core.quote(sys.executable)),
+                   "check_store_contract.py: error: %s not importable by %s (store-stack-missing)"
+                   % (" and ".join(missing), sys.executable))
+    state, facts, findings = CallerState(), {}, []
     try:
-        facts["versions"] = library_versions()
-        facts.update(gather_facts(options, caller))
-        findings = diagnose(facts, options, caller)
-        document, exit_code = render(facts, findings, options, caller, started)
+        facts, state = run_child(options)
+        findings = diagnose(facts, options, state)
+        not_found = (facts.get("setup") or {}).get("status") == "not-found"
+        document, exit_code = render(facts, findings, options, state, started, usage_error=not_found)
+        if not_found:
+            sys.stderr.write("check_store_contract.py: error: %s (store-reference-not-found)\n"
+                             % facts["setup"]["error"])
     except Exception as error:
         import traceback
-        document, exit_code = render(facts, findings, options, caller, started, internal_error={
+        document, exit_code = render(facts, findings, options, state, started, internal_error={
             "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
-    json_out.write(json.dumps(document, indent=2 if options.pretty else None, default=str) + "\n")
-    json_out.flush()
-    return exit_code, caller.timed_out is not None
+    core.write_json(document, options.pretty)
+    return exit_code
 
 
 if __name__ == "__main__":
-    code, stuck_thread = main()
-    if stuck_thread:
-        sys.stderr.flush()
-        os._exit(code)  # a store call is still blocked in a daemon thread; do not wait for it
-    sys.exit(code)
+    if len(sys.argv) > 2 and sys.argv[1] == CHILD_FLAG:
+        child_main(sys.argv[2])
+    sys.exit(main())

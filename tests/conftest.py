@@ -74,16 +74,57 @@ def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, 
     """Run the checker as an agent does; -> CheckerRun whose .json is validated against the schema."""
     command = [str(python or sys.executable), str(CHECKER)] + [str(a) for a in args]
     started = time.time()
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+    completed = subprocess.run(command, capture_output=True, timeout=timeout,
                                env=env if env is not None else clean_env(), cwd=cwd,
                                stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
-    result = CheckerRun(completed.returncode, completed.stdout, completed.stderr, time.time() - started)
+    stdout = completed.stdout.decode("utf-8", "replace")
+    result = CheckerRun(completed.returncode, stdout, completed.stderr.decode("utf-8", "replace"),
+                        time.time() - started)
     if expect_json:
         # Exactly one JSON document on stdout, nothing before or after it.
-        result.json = json.loads(completed.stdout)
+        result.json = strict_json(completed.stdout)
         if "schema_version" in result.json:
             validate(result.json, load_schema())
             assert result.json["exit_code"] == completed.returncode
+    return result
+
+
+def strict_json(stdout_bytes):
+    """Parse stdout as strict parsers (serde_json, Go, TextDecoder fatal) would, or fail the test.
+
+    Strict UTF-8, no unpaired surrogate escapes (json.loads decodes a valid
+    pair into one character, so any surrogate left in a string was unpaired),
+    no NaN/Infinity, exactly one document.
+    """
+    text = stdout_bytes.decode("utf-8", errors="strict")
+
+    def reject_constant(name):
+        raise ValueError("non-standard JSON constant %s" % name)
+    document = json.loads(text, parse_constant=reject_constant)
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            assert not re.search("[\ud800-\udfff]", value), "unpaired surrogate in %r" % value[:200]
+    return document
+
+
+def invoke_tool(script, *args, env=None, cwd=None, python=None, timeout=300):
+    """Run any of the three tools (a path under scripts/) -> CheckerRun with .json parsed strictly."""
+    command = [str(python or sys.executable), str(ROOT / "scripts" / script)] + [str(a) for a in args]
+    started = time.time()
+    completed = subprocess.run(command, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                               env=env if env is not None else clean_env(), cwd=cwd)
+    result = CheckerRun(completed.returncode, completed.stdout.decode("utf-8", "replace"),
+                        completed.stderr.decode("utf-8", "replace"), time.time() - started)
+    result.json = strict_json(completed.stdout)
+    if isinstance(result.json, dict) and "exit_code" in result.json:
+        assert result.json["exit_code"] == completed.returncode
     return result
 
 
@@ -183,3 +224,59 @@ def load_checker():
     finally:
         sys.dont_write_bytecode = writes_bytecode
     return module
+
+
+def tree_state(*roots):
+    """{path: (kind, size, mtime)} of everything under `roots` (a file root stands for itself)."""
+    state = {}
+    for root in roots:
+        root = str(root)
+        if not os.path.isdir(root):
+            if os.path.lexists(root):
+                info = os.lstat(root)
+                state[root] = ("file", info.st_size, info.st_mtime_ns)
+            continue
+        for path, dirs, files in os.walk(root):
+            for name in dirs + files:
+                full = os.path.join(path, name)
+                info = os.lstat(full)
+                state[full] = ("dir" if name in dirs else "file", info.st_size, info.st_mtime_ns)
+    return state
+
+
+# Syscalls that change the file system when they succeed.
+CHANGING_CALLS = re.compile(r"\b(mkdir|mkdirat|rmdir|unlink|unlinkat|rename|renameat2?|link|linkat|symlink|"
+                            r"symlinkat|creat|truncate|chmod|fchmodat|chown|fchownat|utimensat|mknod|mknodat)\(")
+OPEN_FOR_WRITING = re.compile(r"\bopen(at|at2)?\(.*O_(WRONLY|RDWR|CREAT|TRUNC)")
+SOCKET_CALLS = re.compile(r"\b(socket|socketpair|connect|bind|listen|sendto|sendmsg)\(")
+
+
+def traced_run(command, env, cwd, watched, timeout=300):
+    """Run `command` under strace -f; -> (completed, problems) where problems lists every
+    successful file/dir creation, change or write-open outside /dev and /proc, every socket call,
+    and every change under the `watched` paths (HOME, cwd, TMPDIR, inputs)."""
+    import shutil
+    import tempfile
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (.ci/run installs it: apt-get install -y strace)")
+    before = tree_state(*watched)
+    with tempfile.TemporaryDirectory() as scratch:  # the trace lives outside every watched path
+        trace = os.path.join(scratch, "trace")
+        completed = subprocess.run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=file,network"]
+                                   + [str(c) for c in command], capture_output=True, timeout=timeout,
+                                   env=env, cwd=str(cwd), stdin=subprocess.DEVNULL)
+        with open(trace, errors="replace") as handle:
+            lines = handle.read().splitlines()
+    problems = []
+    for line in lines:
+        failed = re.search(r"= -1 E", line) is not None
+        if SOCKET_CALLS.search(line):
+            problems.append(line)
+        elif failed or re.search(r'"/(dev|proc)/', line):
+            continue
+        elif CHANGING_CALLS.search(line) or OPEN_FOR_WRITING.search(line):
+            problems.append(line)
+    after = tree_state(*watched)
+    changed = sorted(set(before.items()) ^ set(after.items()))
+    problems.extend("changed: %s %s" % (path, kind) for path, kind in changed)
+    return completed, problems

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from conftest import strict_json
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_partition.py")
 WRITER = os.path.join(REPO, "tests", "_partition_writer.py")
@@ -27,8 +29,10 @@ STORES = ("LocalGraphStore", "LocalFeatureStore")
 
 class Run:
     def __init__(self, process, elapsed):
-        self.returncode, self.stderr, self.elapsed = process.returncode, process.stderr, elapsed
-        self.document = json.loads(process.stdout) if process.stdout.strip() else None
+        self.returncode, self.elapsed = process.returncode, elapsed
+        self.stderr = process.stderr.decode("utf-8", "replace")
+        # every run's stdout is parsed the way strict parsers (serde_json, Go) parse it
+        self.document = strict_json(process.stdout) if process.stdout.strip() else None
 
     @property
     def ids(self):
@@ -40,9 +44,10 @@ class Run:
         return matches[0]
 
 
-def run_checker(root, *args):
+def run_checker(*args):
     started = time.time()
-    process = subprocess.run([sys.executable, SCRIPT, root, *args], capture_output=True, text=True, timeout=180)
+    process = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, timeout=180,
+                             stdin=subprocess.DEVNULL)
     return Run(process, time.time() - started)
 
 
@@ -126,11 +131,12 @@ def test_list_findings_names_every_id_with_its_docs_anchor(runs):
     [".", "--bogus"],
 ])
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
-    process = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=30)
-    assert process.returncode == 2
-    assert process.stdout == ""
-    assert len(process.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in process.stderr
+    run = run_checker(*args)
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in run.stderr
+    assert run.document["exit_code"] == 2 and run.document["ok"] is False and run.document["gates"] == {}
+    assert run.ids == ["partition-usage-error"]
 
 
 def test_the_folder_is_never_modified(runs):

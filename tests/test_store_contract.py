@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from conftest import strict_json
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
 FIXTURES = "tests/_store_fixtures.py"
@@ -48,9 +50,11 @@ WRITE_MARKED = ("reference_default", "reference_hetero")
 
 class Run:
     def __init__(self, args, process, elapsed):
-        self.args, self.returncode, self.stderr, self.elapsed = args, process.returncode, process.stderr, elapsed
-        self.stdout = process.stdout
-        self.document = json.loads(process.stdout) if process.stdout.strip() else None
+        self.args, self.returncode, self.elapsed = args, process.returncode, elapsed
+        self.stderr = process.stderr.decode("utf-8", "replace")
+        self.stdout = process.stdout.decode("utf-8", "replace")
+        # every run's stdout is parsed the way strict parsers (serde_json, Go) parse it
+        self.document = strict_json(process.stdout) if process.stdout.strip() else None
 
     @property
     def ids(self):
@@ -62,10 +66,10 @@ class Run:
         return matches[0]
 
 
-def run_checker(args, env=None, timeout=180):
+def run_checker(args, env=None, timeout=180, cwd=None):
     started = time.time()
-    process = subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True,
-                             env=env, timeout=timeout)
+    process = subprocess.run([sys.executable, SCRIPT, *args], cwd=cwd or REPO, capture_output=True,
+                             env=env, timeout=timeout, stdin=subprocess.DEVNULL)
     return Run(args, process, time.time() - started)
 
 
@@ -137,11 +141,12 @@ def test_list_findings_names_every_id_with_its_docs_anchor(runs):
     ["--no-such-flag"],
 ])
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
-    process = subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=30)
-    assert process.returncode == 2
-    assert process.stdout == ""
-    assert len(process.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in process.stderr
+    run = run_checker(args, timeout=30)
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in run.stderr
+    assert run.document["exit_code"] == 2 and run.document["ok"] is False and run.document["gates"] == {}
+    assert run.ids == ["store-usage-error"]
 
 
 def test_every_run_prints_one_json_document_with_the_common_keys(runs):
