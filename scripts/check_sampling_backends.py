@@ -1485,13 +1485,16 @@ def finish_interpreter_facts(choice, answer):
 # ---------------------------------------------------------------------------
 
 def describe_exception(error):
-    """The whole chain: torch wraps the real dlopen error in __cause__."""
+    """The error and, where it has causes, the whole chain: torch wraps the real dlopen error in __cause__."""
     chain, seen = [], set()
     while error is not None and id(error) not in seen and len(chain) < 10:
         seen.add(id(error))
         chain.append({"type": type(error).__name__, "message": sanitise_text(safe_str(error), 2000)})
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
-    return {"type": chain[0]["type"], "message": chain[0]["message"], "chain": chain}
+    described = {"type": chain[0]["type"], "message": chain[0]["message"]}
+    if len(chain) > 1:  # a chain of one would only repeat type and message
+        described["chain"] = chain
+    return described
 
 
 def captured_warnings(caught):
@@ -3786,7 +3789,10 @@ def compact_facts(facts):
     """The default document: every section, minus the bulk few readers need (--full has it all).
 
     Dropped here: install records of single copies (kept when a package has
-    duplicates), module file paths, operator lists, torch-version PyG flags
+    duplicates), extension file paths, operator lists, the wheel table's
+    sources (install.packages keeps wheel true/false/null), torch's CUDA build
+    table, an unset CUDA_VISIBLE_DEVICES, a single clean probe attempt (counted), the torch pin and source build where a
+    neighbour backend already works, torch-version PyG flags
     (WITH_PT*) and false flags, warning texts (counted), child stderr in
     attempts, who tried a socket (counted), the raw feature probe
     (sampling.probe), the stack_level locations (the finding has them), the
@@ -3821,9 +3827,18 @@ def compact_facts(facts):
     if install:  # the source build matters only where no wheel exists
         compact["install"] = {k: v for k, v in install.items() if k != "source_build_time" and not (
             install.get("wheels_available") and k in ("source_build_command", "no_wheel_reasons"))}
+        if install.get("packages"):  # the table rows' sources and dates: --full
+            compact["install"]["packages"] = {name: row.get("wheel") for name, row in install["packages"].items()}
+        if (facts.get("sampling") or {}).get("neighbor_backend"):  # the ways round missing wheels: --full
+            for key in ("torch_pin", "source_build_command", "source_build_needs"):
+                compact["install"].pop(key, None)
+    cuda = facts.get("cuda")
+    if cuda:  # torch's own build table, and CUDA_VISIBLE_DEVICES when it is not set: --full
+        compact["cuda"] = {k: v for k, v in cuda.items() if k != "releases_code_cc" and not (
+            k == "visible_devices" and not (v or {}).get("set"))}
     for section in ("torch", "pyg"):
-        if facts.get(section):
-            compact[section] = lean_record(facts[section])
+        if facts.get(section):  # keep where torch and PyG were imported from: it names a shadowing copy
+            compact[section] = lean_record(facts[section], drop=())
     pyg = compact.get("pyg")
     if pyg and "flags" in pyg:
         pyg["flags"] = {k: v for k, v in pyg["flags"].items() if v and not re.match(r"^WITH_PT\d+$", k)}
@@ -3838,6 +3853,10 @@ def compact_facts(facts):
                                                  for a in probe["attempts"]],
                                 refused_sockets=len(probe["refused_sockets"]))
         del compact["probe"]["interpreter"]  # the "interpreter" section names it
+        attempts = probe["attempts"]
+        if len(attempts) == 1 and attempts[0].get("finished") and attempts[0].get("returncode") == 0 \
+                and not attempts[0].get("descendants_ended"):  # one clean attempt says nothing "complete" does not
+            compact["probe"]["attempts"] = len(attempts)
     if facts.get("python"):
         compact["python"] = {k: v for k, v in facts["python"].items() if k not in ("release", "platform")}
     choice = facts.get("interpreter")
