@@ -551,8 +551,6 @@ class SandboxResult(object):
         self.returncode = None
         self.killed_for = None  # a reason given by `watch`, or "deadline"
         self.stderr_tail = ""
-        self.descendants_ended = []
-        self.subreaper = False
         self.descendants_ended = []  # processes left behind by the child, ended by us
         self.subreaper = False
         self.seconds = None
@@ -1370,8 +1368,7 @@ def gather_static_facts():
 # interpreter that is itself a real venv/conda env is probed as asked.
 # ---------------------------------------------------------------------------
 
-INTERPRETER_MARK = "check-sampling-backends-interpreter "
-# Runs under any Python, 2.7 included, and answers one marked JSON line.
+# Runs under any Python, 2.7 included, and answers one record in run_sandboxed's format.
 INTERPRETER_QUESTION = (
     "import json, os, platform, sys\n"
     "pip = None\n"
@@ -1380,9 +1377,9 @@ INTERPRETER_QUESTION = (
     "    pip = importlib.util.find_spec('pip') is not None\n"
     "except Exception:\n"
     "    pass\n"
-    "sys.stdout.write(%r + json.dumps({'version': list(sys.version_info[:3]), "
+    "sys.stdout.write(json.dumps({'pid': os.getpid(), 'interpreter': {'version': list(sys.version_info[:3]), "
     "'implementation': platform.python_implementation(), 'executable': sys.executable, "
-    "'prefix': sys.prefix, 'pip': pip}) + '\\n')\n" % INTERPRETER_MARK)
+    "'prefix': sys.prefix, 'pip': pip}}) + '\\n')\n")
 
 
 def looks_like_python(path):
@@ -1392,31 +1389,30 @@ def looks_like_python(path):
 
 
 def ask_interpreter(path, timeout):
-    """What `path` is: {"is_python", "version", "implementation", "prefix", "pip"} or a reason it is not Python."""
-    import subprocess
+    """What `path` is: {"is_python", "version", "implementation", "prefix", "pip"} or a reason it is not Python.
+
+    The question runs in the sandbox like the probe: a site-packages hook of
+    that interpreter may hang, crash or leave processes behind.
+    """
     if not looks_like_python(path):
         return {"is_python": False, "reason": "its name is not python*/pypy*, so it was not run"}
+    limit = min(timeout, 30.0)
+    answers = []
     try:
-        completed = subprocess.run([path, "-c", INTERPRETER_QUESTION], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   timeout=min(timeout, 30.0), env=child_environment())
-    except subprocess.TimeoutExpired:
-        return {"is_python": False, "reason": "it did not answer a one-line Python program within %ds"
-                % min(timeout, 30.0)}
+        ended = run_sandboxed([path, "-c", INTERPRETER_QUESTION], child_environment(), time.time() + limit,
+                              lambda stamp, record: answers.append(record.get("interpreter")))
     except OSError as error:
         return {"is_python": False, "reason": "it cannot be run: %s" % error}
-    for line in completed.stdout.decode("utf-8", "replace").splitlines():
-        if line.startswith(INTERPRETER_MARK):
-            try:
-                answer = json.loads(line[len(INTERPRETER_MARK):])
-            except ValueError:
-                break
-            answer["is_python"] = True
-            answer["version"] = ".".join(str(part) for part in answer["version"])
-            return answer
-    tail = completed.stderr.decode("utf-8", "replace").strip()[-300:]
+    answer = next((a for a in answers if isinstance(a, dict) and isinstance(a.get("version"), list)), None)
+    if answer is not None:
+        answer["is_python"] = True
+        answer["version"] = ".".join(str(part) for part in answer["version"])
+        return answer
+    if ended.killed_for == "deadline":
+        return {"is_python": False, "reason": "it did not answer a one-line Python program within %ds" % limit}
+    tail = ended.stderr_tail.strip()[-300:]
     return {"is_python": False, "reason": "it printed no answer to a one-line Python program (exit status %s)%s"
-            % (completed.returncode, ": " + tail if tail else "")}
+            % (ended.returncode, ": " + tail if tail else "")}
 
 
 def environment_python(prefix):
@@ -2639,7 +2635,6 @@ def torch_reinstall_command(facts):
 # wheels for yet.
 TORCH_PIN = "2.13.0"
 TORCH_PIN_NEEDS_PYTHON = (3, 10)
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def gpu_seen(facts):
@@ -2653,17 +2648,18 @@ def gpu_seen(facts):
 def torch_and_pyg_install_command(facts):
     """Install torch (pinned) and PyG; the CPU-only build unless a GPU was seen."""
     python = interpreter(facts)
+    platform_name = platform_key(facts["python"])
+    lasting = "~/.venvs/pyg/bin/python"
+    lasting_install = "%s && %s -m pip install torch_geometric" % (
+        torch_install_command(TORCH_PIN, "cpu", lasting, platform_name), lasting)
     if facts["python"].get("ephemeral"):
         # Installing into a throwaway env helps no later run (interpreter-ephemeral says why).
-        return ("not into this throwaway %s env: make a lasting one: python3 -m venv ~/.venvs/pyg && "
-                "~/.venvs/pyg/bin/python -m pip install torch==%s --index-url %s && "
-                "~/.venvs/pyg/bin/python -m pip install torch_geometric"
-                % (facts["python"]["ephemeral"], TORCH_PIN, CPU_TORCH_INDEX))
+        return ("not into this throwaway %s env: make a lasting one: python3 -m venv ~/.venvs/pyg && %s"
+                % (facts["python"]["ephemeral"], lasting_install))
     if parse_version(facts["python"]["version"])[:2] < TORCH_PIN_NEEDS_PYTHON:
         return ("torch %s and PyG 2.8 need Python %d.%d+; make a venv with a newer Python: "
-                "python3.11 -m venv ~/.venvs/pyg && ~/.venvs/pyg/bin/python -m pip install torch==%s "
-                "--index-url %s && ~/.venvs/pyg/bin/python -m pip install torch_geometric"
-                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (TORCH_PIN, CPU_TORCH_INDEX)))
+                "python3.11 -m venv ~/.venvs/pyg && %s"
+                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (lasting_install,)))
     seen = gpu_seen(facts)
     if seen:  # PyPI's default Linux build is a CUDA one
         command = "%s -m pip install torch==%s" % (python, TORCH_PIN)

@@ -460,7 +460,7 @@ def build_parser():
             sys.exit(core.EXIT_USAGE)
 
     parser = OneLineErrorParser(
-        prog="compare_reports.py", usage=USAGE, epilog=EPILOG,
+        usage=USAGE, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Compare check_sampling_backends.py reports from the nodes or ranks of one job: version "
                     "and extension drift, launch variables that disagree, duplicate or missing ranks, "

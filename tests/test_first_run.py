@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHECKER, ROOT, clean_env, diagnoses, invoke_checker, pyenv_python
+from conftest import CHECKER, ROOT, clean_env, diagnoses, invoke_checker, load_checker, pyenv_python
 
 README = ROOT / "README.md"
 DDP = ROOT / "scripts" / "ddp_neighbor_training.py"
-TOOLS = ("check_sampling_backends", "check_store_contract", "check_partition", "ddp_neighbor_training")
+TOOLS = ("check_sampling_backends", "check_store_contract", "check_partition", "ddp_neighbor_training",
+         "compare_reports")
 
 
 def readme_line_after(marker):
@@ -95,20 +96,10 @@ def test_torch_install_fix_is_pinned_and_cpu_only_without_a_gpu(minor):
         assert "-m pip install" not in found["fix"].split("python3.11 -m venv")[0]
     else:
         assert found["fix"].startswith("%s -m pip install torch==2.13.0" % shlex.quote(str(python)))
-    checker = load_checker_module()
-    assert checker.TORCH_PIN.rsplit(".", 1)[0] in checker.WHEEL_VARIANTS  # a torch PyG's wheels cover
-
-
-def load_checker_module():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("check_sampling_backends_first_run", CHECKER)
-    module = importlib.util.module_from_spec(spec)
-    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = writes
-    return module
+    # A torch PyG's wheels cover: pyg-lib has a wheel for the pinned minor on this platform.
+    checker = load_checker()
+    minor = checker.TORCH_PIN.rsplit(".", 1)[0]
+    assert checker.wheel_status("pyg-lib", minor, "cpu", "linux-x86_64", (3, 11))["wheel"] is True
 
 
 # ---------------------------------------------------------------------------

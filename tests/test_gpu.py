@@ -96,8 +96,8 @@ def gpu_findings(result):
 @pytest.fixture(scope="module")
 def h100_host(host, cuda_python):
     """4 x H100 behind a CUDA 13.0 driver: everything torch cu130 needs."""
-    return host.run(fake_nvml.host_config(fake_nvml.H100, 4, fake_nvml.DRIVER_580), "--require-cuda",
-                    python=cuda_python["python"])
+    return host.run(fake_nvml.host_config(fake_nvml.H100, 4, fake_nvml.DRIVER_580), "--require-cuda", "--full",
+                    python=cuda_python["python"])  # --full: replays feed its facts back to the rules
 
 
 @pytest.fixture(scope="module")
@@ -388,9 +388,10 @@ def test_no_cuda_call_and_no_extra_process(host, cuda_python, tmp_path):
     assert checker["libcuda"] == imports_torch["libcuda"]
     assert checker["devices"] == []
     assert checker["writes"] == [] and checker["sockets"] == []
-    # Processes: the checker, its one probe child, and what `import torch` itself starts.
-    assert checker["programs"][:2] == [sys.executable, python]
-    assert sorted(checker["programs"][2:]) == sorted(imports_torch["programs"][1:])
+    # Processes: the checker, the one-line question of what --python is (sandboxed, imports
+    # nothing), its one probe child, and what `import torch` itself starts.
+    assert checker["programs"][:3] == [sys.executable, python, python]
+    assert sorted(checker["programs"][3:]) == sorted(imports_torch["programs"][1:])
 
 
 # ---------------------------------------------------------------------------
