@@ -3011,7 +3011,7 @@ def wheel_platform_problem(tags, python_facts, libc):
 def rule_no_prebuilt_wheels(facts, options):
     """A sampling extension PyG's index has no wheel for, and that does not already work here."""
     install = facts["install"]
-    if not install.get("packages"):
+    if not install.get("packages") or pyg_shadowing(facts):  # a stray PyG copy first: pyg-shadowed says so
         return []
     extensions = facts.get("extensions") or {}
     lacking = [d for d in SAMPLING_DISTS if install["packages"][d]["wheel"] is False
@@ -3787,13 +3787,12 @@ def compact_facts(facts):
     Dropped here: install records of single copies (kept when a package has
     duplicates), extension file paths, operator lists, the wheel table's
     sources (install.packages keeps wheel true/false/null), torch's CUDA build
-    table, an unset CUDA_VISIBLE_DEVICES, a single clean probe attempt (counted), the torch pin and source build where a
-    neighbour backend already works, torch-version PyG flags
+    table, an unset CUDA_VISIBLE_DEVICES, empty CUDA arch lists, the loader's message for a missing NVML, a single clean probe attempt (counted), the torch pin and
+    source build (the no-prebuilt-wheels finding carries them where they matter), torch-version PyG flags
     (WITH_PT*) and false flags, warning texts (counted), child stderr in
     attempts, who tried a socket (counted), the raw feature probe
     (sampling.probe), the stack_level locations (the finding has them), the
-    constant source-build time (and the source build itself where wheels
-    exist), a passed smoke sample's details, and interpreter facts that
+    a passed smoke sample's details, and interpreter facts that
     repeat others.
     """
     compact = dict(facts)
@@ -3820,18 +3819,19 @@ def compact_facts(facts):
             backend: {k: v for k, v in result.items() if not (k == "samples" and result.get("passed"))}
             for backend, result in facts["sampling"]["smoke"].items()}
     install = facts.get("install")
-    if install:  # the source build matters only where no wheel exists
-        compact["install"] = {k: v for k, v in install.items() if k != "source_build_time" and not (
-            install.get("wheels_available") and k in ("source_build_command", "no_wheel_reasons"))}
+    if install:  # the ways round a missing wheel are in the no-prebuilt-wheels finding's fix when they matter
+        compact["install"] = {k: v for k, v in install.items() if k not in (
+            "source_build_time", "source_build_command", "source_build_needs", "torch_pin", "no_wheel_reasons")}
         if install.get("packages"):  # the table rows' sources and dates: --full
             compact["install"]["packages"] = {name: row.get("wheel") for name, row in install["packages"].items()}
-        if (facts.get("sampling") or {}).get("neighbor_backend"):  # the ways round missing wheels: --full
-            for key in ("torch_pin", "source_build_command", "source_build_needs"):
-                compact["install"].pop(key, None)
     cuda = facts.get("cuda")
     if cuda:  # torch's own build table, and CUDA_VISIBLE_DEVICES when it is not set: --full
         compact["cuda"] = {k: v for k, v in cuda.items() if k != "releases_code_cc" and not (
-            k == "visible_devices" and not (v or {}).get("set"))}
+            k == "visible_devices" and not (v or {}).get("set")) and not (
+            k in ("arch_list", "device_archs", "visible_devices_env") and not v)}
+        nvml = cuda.get("nvml") or {}
+        if nvml.get("reason") == "library-not-found":  # the loader's words add nothing to the reason
+            compact["cuda"]["nvml"] = {k: v for k, v in nvml.items() if k != "message"}
     for section in ("torch", "pyg"):
         if facts.get(section):  # keep where torch and PyG were imported from: it names a shadowing copy
             compact[section] = lean_record(facts[section], drop=())
