@@ -232,6 +232,23 @@ def module_file(report, name):
     return path if isinstance(path, str) else None
 
 
+def extension_install(python, package, version, model):
+    """The line that installs `package` as the model host has it: a wheel only where the checker's
+    wheel table says PyG's index has one for that torch, else the source build (never a guessed wheel)."""
+    install = dig(model, ("install",)) if isinstance(dig(model, ("install",)), dict) else {}
+    model_python = dig(model, ("python", "version"))
+    python_version = core.parse_version(model_python)[:2] if isinstance(model_python, str) else (3, 11)
+    minor, variant, platform_name = install.get("torch_minor"), install.get("variant"), install.get("platform")
+    if minor and variant and platform_name and isinstance(install.get("index_url"), str):
+        if core.wheel_status(package, minor, variant, platform_name, python_version)["wheel"]:
+            return "%s -m pip install --only-binary=:all: %s==%s -f %s" % (
+                python, package, version, install["index_url"])
+    if package in dict(core.SOURCE_BUILDS):
+        return "%s  # no wheel known for torch %s+%s: a source build" % (
+            core.source_build_command(python, [package]), minor, variant)
+    return "python scripts/check_sampling_backends.py (its findings give that node's install command)"
+
+
 def install_fix(name, reference, others, entries, reports):
     """What makes the differing hosts match the largest group (run on those hosts)."""
     value = reference["value"]
@@ -250,9 +267,7 @@ def install_fix(name, reference, others, entries, reports):
         elif name in core.EXTENSION_DIST:
             package = core.EXTENSION_DIST[name]
             if value and value.startswith("ok "):
-                index = dig(model, ("install", "index_url"))
-                fixes.append("on %s: %s -m pip install %s==%s%s" % (
-                    label, python, package, value[3:], " -f %s" % index if isinstance(index, str) else ""))
+                fixes.append("on %s: %s" % (label, extension_install(python, package, value[3:], model)))
             else:
                 fixes.append("on %s: %s -m pip uninstall -y %s" % (label, python, package))
         elif name in ("torch", "torch_geometric") and value:

@@ -153,3 +153,25 @@ def test_folder_of_reports_and_markdown(tmp_path):
 def test_single_report_is_info(tmp_path):
     completed, document = compare(gather(tmp_path, "node0", launch(0, world=1)))
     assert completed.returncode == 0 and "cluster-single-report" in ids(document)
+
+
+def test_extension_fix_names_a_wheel_only_where_the_wheel_table_has_one():
+    """Drift fixes follow the checker's wheel table: no torch-sparse wheel is known for torch 2.13,
+    so the fix is the source build; pyg-lib has one, so its fix is the fail-fast wheel line."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the skill
+    try:
+        import compare_reports
+    finally:
+        sys.path.pop(0)
+        sys.dont_write_bytecode = writes_bytecode
+    model = {"python": {"version": "3.11.7"},
+             "install": {"torch_minor": "2.13", "variant": "cpu", "platform": "linux-x86_64",
+                         "index_url": "https://data.pyg.org/whl/torch-2.13.0+cpu.html"}}
+    sparse = compare_reports.extension_install("py", "torch-sparse", "0.6.18", model)
+    assert "data.pyg.org" not in sparse
+    assert sparse.startswith("py -m pip install --force-reinstall --no-deps --no-cache-dir --no-build-isolation "
+                             "torch-sparse==0.6.18")
+    assert compare_reports.extension_install("py", "pyg-lib", "0.8.0+pt213cpu", model) == (
+        "py -m pip install --only-binary=:all: pyg-lib==0.8.0+pt213cpu -f "
+        "https://data.pyg.org/whl/torch-2.13.0+cpu.html")
