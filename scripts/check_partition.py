@@ -1334,12 +1334,6 @@ def usage_exit(usage_finding, line):
     sys.exit(exit_code)
 
 
-def missing_stack():
-    """torch / torch_geometric not importable here, found without importing them."""
-    import importlib.util
-    return [name for name in ("torch", "torch_geometric") if importlib.util.find_spec(name) is None]
-
-
 def child_main(options_text):
     """The child process: load the folder the way PyG does and publish the facts."""
     import argparse
@@ -1394,7 +1388,7 @@ def main(argv=None):
         parser.error("ROOT %r is not a directory" % options.root)
     if options.labels and not os.path.isfile(options.labels):
         parser.error("--labels %r is not a file" % options.labels)
-    missing = missing_stack()
+    missing = core.missing_torch_stack()
     if missing:
         usage_exit(finding("partition-stack-missing", {"missing": missing, "interpreter": sys.executable,
                                                        "python": sys.version.split()[0]},

@@ -798,6 +798,12 @@ def existing_temp_dir(env):
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+def missing_torch_stack():
+    """torch / torch_geometric not importable here, found without importing them (the torch-side tools' gate)."""
+    import importlib.util
+    return [name for name in ("torch", "torch_geometric") if importlib.util.find_spec(name) is None]
+
+
 def quiet_child_process():
     """First thing a child does: no bytecode written, no temp-dir probe file, and (Linux) die
     with the tool even if the tool itself is SIGKILLed."""

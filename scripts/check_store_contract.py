@@ -1560,12 +1560,6 @@ def usage_exit(usage_finding, line):
     sys.exit(exit_code)
 
 
-def missing_stack():
-    """torch / torch_geometric not importable here, found without importing them."""
-    import importlib.util
-    return [name for name in ("torch", "torch_geometric") if importlib.util.find_spec(name) is None]
-
-
 def child_main(options_text):
     """The child process: import the stack and the stores, gather the facts, publish them."""
     import argparse
@@ -1634,7 +1628,7 @@ def main(argv=None):
         parser.error("give either MODULE:CALLABLE or --feature-store/--graph-store, not both")
     if not options.stores and not (options.feature_store and options.graph_store):
         parser.error("give MODULE:CALLABLE, or both --feature-store and --graph-store")
-    missing = missing_stack()
+    missing = core.missing_torch_stack()
     if missing:
         usage_exit(finding("store-stack-missing", {"missing": missing, "interpreter": sys.executable,
                                                    "python": sys.version.split()[0]},
