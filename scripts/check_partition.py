@@ -1356,22 +1356,17 @@ def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
     command = [sys.executable, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(vars(options))]
     facts, done, running, outcome = core.run_call_child(command, core.child_environment())
-    child = {"returncode": outcome.returncode, "signal": outcome.signal(), "seconds": outcome.seconds,
-             "descendants_ended": outcome.descendants_ended, "subreaper": outcome.subreaper}
     if done is not None:
         facts, state = done["facts"], CallerState(done.get("timed_out"))
     else:
-        state = CallerState()
-        if outcome.killed_for == "call-timeout":
-            state.timed_out = {"call": running["what"], "timeout_s": running["timeout_s"],
-                               "ended_by": "killing the child process (the load did not return control)"}
-        else:
-            facts["crash"] = {"call": (running or {}).get("what"), "signal": outcome.signal(),
-                              "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+        timed_out, crash = core.call_child_cut_short(outcome, running, "load")
+        state = CallerState(timed_out)
+        if crash:
+            facts["crash"] = crash
     for key, value in (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None),
                        ("layout", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None)):
         facts.setdefault(key, value)  # sections a crash or kill cut short
-    facts["child"] = child
+    facts["child"] = core.call_child_summary(outcome)
     return facts, state
 
 

@@ -759,6 +759,24 @@ def run_call_child(command, env, deadline=float("inf")):
     return facts, state["done"], running, result
 
 
+def call_child_summary(outcome):
+    """The "child" section of the contract checkers: how their sandboxed child ended."""
+    return {"returncode": outcome.returncode, "signal": outcome.signal(), "seconds": outcome.seconds,
+            "descendants_ended": outcome.descendants_ended, "subreaper": outcome.subreaper}
+
+
+def call_child_cut_short(outcome, running, stuck):
+    """A call child that published no "done": -> (timed_out, crash), exactly one of them not None.
+
+    `stuck` names what failed to return control ("call", "load").
+    """
+    if outcome.killed_for == "call-timeout":
+        return {"call": running["what"], "timeout_s": running["timeout_s"],
+                "ended_by": "killing the child process (the %s did not return control)" % stuck}, None
+    return None, {"call": (running or {}).get("what"), "signal": outcome.signal(),
+                  "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+
+
 def kill_process_group(process):
     import signal
     try:

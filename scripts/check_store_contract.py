@@ -1588,26 +1588,21 @@ def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
     command = [sys.executable, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(vars(options))]
     facts, done, running, outcome = core.run_call_child(command, core.child_environment())
-    child = {"returncode": outcome.returncode, "signal": outcome.signal(), "seconds": outcome.seconds,
-             "descendants_ended": outcome.descendants_ended, "subreaper": outcome.subreaper}
     if done is not None:
         facts = done["facts"]
         state = CallerState(**done["caller"])
     else:
-        state = CallerState()
-        if outcome.killed_for == "call-timeout":
-            state.timed_out = {"call": running["what"], "timeout_s": running["timeout_s"],
-                               "ended_by": "killing the child process (the call did not return control)"}
-        else:
-            facts["crash"] = {"call": (running or {}).get("what"), "signal": outcome.signal(),
-                              "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+        timed_out, crash = core.call_child_cut_short(outcome, running, "call")
+        state = CallerState(timed_out=timed_out)
+        if crash:
+            facts["crash"] = crash
             if (facts.get("sampling") or {}).get("status") == "running":
                 facts["sampling"]["status"] = "crashed"
     for key, value in (("setup", None), ("tensor_attrs", None), ("tensors", []), ("edge_attrs", None),
                        ("edges", []), ("graph_meta", None), ("missing_keys", None), ("sampling", None),
                        ("write_check", {"performed": False})):
         facts.setdefault(key, value)
-    facts["child"] = child
+    facts["child"] = core.call_child_summary(outcome)
     return facts, state
 
 
