@@ -776,7 +776,7 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
     patch = block_defining("patch_pyg_dist_warn").code
     harness = patch + textwrap.dedent("""
 
-        import socket, sys, tempfile
+        import os, socket, sys, tempfile
         import torch
         import torch.multiprocessing as mp
         from torch_geometric.data import Data
@@ -784,6 +784,11 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
         from torch_geometric.distributed import (DistContext, DistNeighborLoader,
                                                  LocalFeatureStore, LocalGraphStore,
                                                  Partitioner)
+
+
+        def say(line):
+            # One write per line: two ranks share the pipe, and print() may split a line in two writes.
+            os.write(1, (line + '\\n').encode())
 
 
         def free_port():
@@ -812,14 +817,14 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
                     master_port=rpc_port, current_ctx=ctx, input_nodes=feature_store.get_global_id(None),
                     batch_size=4, num_workers=0, async_sampling=False)
             except TypeError as error:
-                print(f'rank {rank} construct TypeError: {error}', flush=True)
+                say(f'rank {rank} construct TypeError: {error}')
                 return
-            print(f'rank {rank} constructed', flush=True)
+            say(f'rank {rank} constructed')
             try:
                 next(iter(loader))
-                print(f'rank {rank} batch ok', flush=True)
+                say(f'rank {rank} batch ok')
             except AttributeError as error:
-                print(f'rank {rank} batch AttributeError: {error}', flush=True)
+                say(f'rank {rank} batch AttributeError: {error}')
 
 
         if __name__ == '__main__':
