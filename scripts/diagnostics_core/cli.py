@@ -1,0 +1,124 @@
+"""The command line every tool shares: one way to refuse a command line, one --timeout range,
+--list-findings and --explain."""
+
+import os
+import sys
+
+from .contract import DOCS, EXIT_OK, EXIT_USAGE
+from .text import write_json
+
+TIMEOUT_RANGE = (1.0, 3600.0)  # seconds, for every tool's --timeout-like flag
+EXPLAIN_MAX_LINES = 80
+
+
+class UsageError(Exception):
+    """A refused command line: one line on stderr, a JSON document with the finding on stdout, exit 2."""
+
+    def __init__(self, line, finding_id, evidence, fix):
+        Exception.__init__(self, line)
+        self.line, self.finding_id, self.evidence, self.fix = line, finding_id, evidence, fix
+
+    def finding(self, tool):
+        return tool.finding(self.finding_id, self.evidence, fix=self.fix)
+
+
+def make_parser(tool, usage=None, description=None, epilog=None):
+    """An argparse parser whose errors raise UsageError, with the flags every tool has."""
+    import argparse
+
+    class OneLineErrorParser(argparse.ArgumentParser):
+        def error(self, message):
+            raise UsageError("%s: error: %s (see --help)" % (self.prog, message), tool.usage_id,
+                             {"message": message, "argv": sys.argv[1:]}, fix=tool.command("--help"))
+
+    parser = OneLineErrorParser(usage=usage, description=description, epilog=epilog,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
+    parser.add_argument("--list-findings", action="store_true",
+                        help="print every finding id this tool can emit, as JSON, and exit 0")
+    parser.add_argument("--explain", metavar="ID",
+                        help="print the documentation of one finding id (symptom, cause, fix) and exit 0")
+    return parser
+
+
+def seconds(text):
+    """argparse type of every --timeout-like flag: a number of seconds in TIMEOUT_RANGE."""
+    import argparse
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text)
+    if not (TIMEOUT_RANGE[0] <= value <= TIMEOUT_RANGE[1]) or value != value:
+        raise argparse.ArgumentTypeError("must be between %g and %g seconds, got %s" % (TIMEOUT_RANGE + (text,)))
+    return value
+
+
+def docs_path():
+    """Absolute path of references/troubleshooting.md beside the skill's scripts or where a wheel put it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "..", "..", DOCS),
+                      os.path.join(sys.prefix, "share", "scalable-distributed", DOCS)):
+        if os.path.isfile(candidate):
+            return os.path.normpath(candidate)
+    return None
+
+
+def docs_text():
+    """The troubleshooting reference's text: from docs_path(), or from inside a zipapp; None if absent."""
+    path = docs_path()
+    if path:
+        with open(path, "r", encoding="utf-8") as handle:
+            return handle.read()
+    import pkgutil
+    try:
+        data = pkgutil.get_data(__name__.rpartition(".")[0], "docs/troubleshooting.md")
+    except (OSError, ValueError):
+        return None
+    return data.decode("utf-8") if data is not None else None
+
+
+def doc_section(text, heading):
+    """The section under `### heading` up to the next heading of level 1 to 3, or None."""
+    lines = text.splitlines()
+    try:
+        start = lines.index("### " + heading)
+    except ValueError:
+        return None
+    end = start + 1
+    while end < len(lines) and not (lines[end].startswith("#") and lines[end].split(" ", 1)[0] in ("#", "##", "###")):
+        end += 1
+    return "\n".join(lines[start:end]).rstrip() + "\n"
+
+
+def explain(tool, finding_id):
+    """--explain ID: that finding's section on stdout, exit 0; an unknown id is a usage error."""
+    if finding_id not in tool.findings:
+        raise UsageError("%s.py: error: --explain: %r is not a finding id of this tool (see --list-findings)"
+                         % (tool.name, finding_id), tool.usage_id,
+                         {"message": "unknown finding id", "explain": finding_id}, fix=tool.command("--list-findings"))
+    text = docs_text()
+    section = doc_section(text, finding_id) if text else None
+    if section is None:
+        section = "### %s\n\n%s: %s (no documentation found beside this copy of the tool)\n" % (
+            finding_id, tool.findings[finding_id][0], tool.findings[finding_id][1])
+    sys.stdout.write(section)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def metadata_command(tool, options):
+    """--list-findings and --explain, answered before anything heavy is imported; -> exit code or None."""
+    if getattr(options, "list_findings", False):
+        write_json(tool.list_findings(), options.pretty)
+        return EXIT_OK
+    if getattr(options, "explain", None):
+        return explain(tool, options.explain)
+    return None
+
+
+def refuse(tool, error, document):
+    """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
+    from .markdown import terminal_line
+    sys.stderr.write(terminal_line(error.line) + "\n")
+    write_json(document)
+    return EXIT_USAGE

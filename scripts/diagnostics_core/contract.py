@@ -1,0 +1,89 @@
+"""The report contract: finding records, the ok/status/exit verdict and the document envelope.
+
+Every tool prints one JSON document whose first keys are, in order: schema_version, ok, status,
+exit_code, findings, gates, then the tool's own section naming it ("checker" or "tool"), then its facts.
+"""
+
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+DOCS = "references/troubleshooting.md"
+
+EXIT_CODES_HELP = """\
+ok and exit codes (the same in every tool of this skill):
+  "ok" is true when there is no finding of severity error, no failed gate and
+  no internal error.
+  0  ran; every gate applied passed
+  1  a gate failed (status gate-failed; see "gates" and the error findings)
+  2  usage error: one line on stderr, and a JSON document whose finding says
+     what to run instead
+  3  internal error in the tool; the JSON says so in "findings"
+"""
+
+
+class Tool(object):
+    """What one tool declares: its name, versions and finding table. The rest is shared."""
+
+    def __init__(self, name, version, schema_version, findings, usage_id, internal_id, meta_key="checker"):
+        self.name = name                      # the script's file name without .py
+        self.version = version
+        self.schema_version = schema_version
+        self.findings = findings              # id -> (severity, title)
+        self.usage_id = usage_id              # the finding of a refused command line
+        self.internal_id = internal_id        # the finding of a tool that broke
+        self.meta_key = meta_key              # the key of the section that names the tool
+
+    def finding(self, finding_id, evidence, fix=None, severity=None, title=None):
+        default_severity, default_title = self.findings[finding_id]
+        return {"id": finding_id, "severity": severity or default_severity, "title": title or default_title,
+                "evidence": evidence, "fix": fix, "docs": "%s#%s" % (DOCS, finding_id)}
+
+    def list_findings(self):
+        return [{"id": fid, "severity": severity, "title": title, "docs": "%s#%s" % (DOCS, fid)}
+                for fid, (severity, title) in sorted(self.findings.items())]
+
+    def command(self, *words):
+        """How to run this tool from any folder: the absolute path of its script."""
+        import os
+        import sys
+        script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), self.name + ".py")
+        if not os.path.isfile(script):  # a zipapp or an installed console script
+            script = os.path.abspath(sys.argv[0])
+        from .text import quote
+        return " ".join(("python3", quote(script)) + words)
+
+    def document(self, findings, gates, meta, usage_error=False, internal_error=None, static_only=False):
+        """-> (the envelope with the tool's own section, exit code); the caller appends its fact sections."""
+        findings = sort_findings(findings)
+        if internal_error is not None:
+            findings.append(self.finding(self.internal_id, internal_error, fix="report it with this JSON attached"))
+        ok, status, exit_code = verdict(findings, gates, internal_error is not None, usage_error, static_only)
+        return {"schema_version": self.schema_version, "ok": ok, "status": status, "exit_code": exit_code,
+                "findings": findings, "gates": gates, self.meta_key: meta}, exit_code
+
+
+def sort_findings(findings):
+    """Errors first, then warnings, then info; stable, so rule order holds within a severity."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER[f["severity"]])
+
+
+def verdict(findings, gates, internal_error=False, usage_error=False, static_only=False):
+    """(ok, status, exit code): the one meaning of the three, shared by every tool (see --help)."""
+    gate_failed = any(not g["passed"] for g in gates.values())
+    has_error = any(f["severity"] == "error" for f in findings)
+    ok = not has_error and not gate_failed and not internal_error and not usage_error
+    if internal_error:
+        return ok, "internal-error", EXIT_INTERNAL
+    if usage_error:
+        return ok, "usage-error", EXIT_USAGE
+    if gate_failed:
+        return ok, "gate-failed", EXIT_GATE_FAILED
+    if has_error:
+        return ok, "error", EXIT_OK
+    if static_only:
+        return ok, "incomplete", EXIT_OK  # nothing was imported: "ok" would claim what was not checked
+    if any(f["severity"] == "warning" for f in findings):
+        return ok, "warning", EXIT_OK
+    return ok, "ok", EXIT_OK

@@ -1,0 +1,428 @@
+"""Running code we do not control: a child in its own session, bounded in wall time, whose every
+descendant is found and ended, reporting JSON records on a private pipe."""
+
+import json
+import os
+import sys
+import time
+
+from .text import safe_str, sanitise_text
+
+
+def signal_name(returncode):
+    if returncode is None or returncode >= 0:
+        return None
+    import signal
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return "signal %d" % -returncode
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+EXIT_GRACE_S = 0.5  # how long output is still read after the direct child exited
+RECORD_LIMIT = 1 << 24  # bytes per record line; longer lines are split and dropped
+
+
+def become_subreaper():
+    """Make orphaned descendants (double fork, setsid) re-parent to this process.
+
+    Linux only; elsewhere, or when prctl is refused, returns False and ending
+    descendants falls back to killing the child's process group.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def process_table():
+    """{pid: (ppid, state, command)} from /proc, or None where there is no /proc."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                stat = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # it exited meanwhile
+        command = stat[stat.find("(") + 1:stat.rfind(")")]
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 2:
+            table[int(name)] = (int(fields[1]), fields[0], command)
+    return table
+
+
+def descendants_of(root, table):
+    """Every pid below `root` in the parent tree of `table`."""
+    children = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = [], list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def reap_orphans():
+    """Collect the exit status of re-parented descendants (they would stay zombies)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except (ChildProcessError, OSError, AttributeError):
+            return
+        if pid == 0:
+            return
+
+
+def end_descendants(exclude=(), rounds=50):
+    """SIGKILL every live descendant of this process; return what was found.
+
+    Repeats until a walk finds none, because a descendant may fork while the
+    walk runs. `exclude` names pids not to report (the direct child).
+    """
+    import signal
+    ended, seen = [], set()
+    for _ in range(rounds):
+        table = process_table()
+        if table is None:
+            return ended
+        live = [pid for pid in descendants_of(os.getpid(), table) if table[pid][1] != "Z"]
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            if pid not in seen and pid not in exclude:
+                seen.add(pid)
+                ended.append({"pid": pid, "command": sanitise_text(table[pid][2], 64)})
+        reap_orphans()
+        if not live:
+            break
+        time.sleep(0.01)
+    return ended
+
+
+class SandboxResult(object):
+    """How a sandboxed child ended."""
+
+    def __init__(self):
+        self.returncode = None
+        self.killed_for = None  # a reason given by `watch`, or "deadline"
+        self.stderr_tail = ""
+        self.descendants_ended = []  # processes left behind by the child, ended by us
+        self.subreaper = False
+        self.seconds = None
+
+    def signal(self):
+        return signal_name(self.returncode)
+
+
+def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=8192):
+    """Run `command`; each JSON record line it prints goes to on_record(stamp, record).
+
+    Records carry the sender's pid (see ChildReporter); lines from any other
+    process (a fork of the child) or that are not JSON objects are dropped.
+
+    The child gets its own session; this process becomes a child subreaper.
+    It ends when the child has exited (plus EXIT_GRACE_S for output still in
+    flight: a grandchild holding the pipe open is never waited for), when
+    watch(now) returns a reason, or at `deadline` (wall time, time.time()).
+    Then the child's process group and every descendant are killed and reaped.
+    """
+    import subprocess
+    import threading
+    try:
+        import queue
+    except ImportError:  # pragma: no cover
+        import Queue as queue
+    result = SandboxResult()
+    result.subreaper = become_subreaper()
+    started = time.time()
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, start_new_session=True)
+    lines = queue.Queue()
+    stderr_chunks = []
+
+    def deliver(stamp, line):
+        try:
+            record = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            return
+        if isinstance(record, dict) and record.pop("pid", None) == process.pid:
+            on_record(stamp, record)
+
+    def read_lines():
+        for line in iter(lambda: process.stdout.readline(RECORD_LIMIT), b""):
+            lines.put((time.time(), line))
+        lines.put((time.time(), None))
+
+    def read_stderr():
+        for chunk in iter(lambda: process.stderr.read1(4096) if hasattr(process.stderr, "read1")
+                          else process.stderr.read(4096), b""):
+            stderr_chunks.append(chunk)
+            if len(stderr_chunks) > 64:
+                del stderr_chunks[:32]
+
+    # Reader threads, not the main loop, block on the pipes: the loop below
+    # only waits on a queue with a timeout, so nothing can hold it past the deadline.
+    for target in (read_lines, read_stderr):
+        thread = threading.Thread(target=target)
+        thread.daemon = True
+        thread.start()
+    restore = terminate_as_exit()
+    try:
+        watch_child(process, deadline, lines, deliver, watch, result)
+    finally:  # also when this process is told to stop (SIGTERM, Ctrl-C): nothing may outlive it
+        kill_process_group(process)
+        try:
+            result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
+        except subprocess.TimeoutExpired:
+            process.kill()
+            result.returncode = process.wait()
+        result.descendants_ended = end_descendants(exclude=(process.pid,))
+        restore()
+    while True:  # records that arrived before the end still count
+        try:
+            stamp, line = lines.get_nowait()
+        except queue.Empty:
+            break
+        if line is not None:
+            deliver(stamp, line)
+    tail = b"".join(stderr_chunks)[-stderr_limit:]
+    result.stderr_tail = sanitise_text(tail.decode("utf-8", "replace"), stderr_limit)
+    result.seconds = round(time.time() - started, 3)
+    return result
+
+
+def watch_child(process, deadline, lines, deliver, watch, result):
+    """Deliver records until the child is done, watch() objects, or the deadline passes."""
+    try:
+        import queue
+    except ImportError:  # pragma: no cover
+        import Queue as queue
+    exited_at = None
+    while True:
+        now = time.time()
+        if now >= deadline:
+            result.killed_for = "deadline"
+            return
+        reason = watch(now) if watch else None
+        if reason:
+            result.killed_for = reason
+            return
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+            return  # the child is gone; whoever still holds the pipe is not waited for
+        try:
+            stamp, line = lines.get(timeout=min(0.05, max(deadline - now, 0.001)))
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        deliver(stamp, line)
+
+
+def terminate_as_exit():
+    """While a child runs, SIGTERM raises SystemExit so the cleanup still runs; -> undo function."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+class ChildReporter(object):
+    """The child's side: JSON records, one a line, on a private copy of stdout.
+
+    After this, fd 1 points at stderr, so anything the code under test prints
+    cannot corrupt the record stream.
+    """
+
+    def __init__(self):
+        self.fd = os.dup(1)
+        os.dup2(2, 1)
+        self.pid = os.getpid()
+
+    def send(self, record):
+        record = dict(record, pid=self.pid)
+        data = (json.dumps(record, default=safe_str) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+class CallReporter(ChildReporter):
+    """Child side for tools that call user code: each bounded call is announced, facts are
+    published as they are gathered, so a crash or a hard hang still leaves them with the parent."""
+
+    def begin(self, what, timeout_s):
+        self.send({"event": "call", "what": what, "timeout_s": timeout_s})
+
+    def end(self):
+        self.send({"event": "returned"})
+
+    def publish(self, key, value):
+        self.send({"event": "facts", "key": key, "value": value})
+
+    def append(self, key, value):
+        self.send({"event": "append", "key": key, "value": value})
+
+    def done(self, **extra):
+        self.send(dict(extra, event="done"))
+
+
+CALL_GRACE_S = 2.0  # a call still running this long past its bound is ended by killing the child
+
+
+def run_call_child(command, env, deadline=float("inf")):
+    """Parent side of CallReporter: run the child in the sandbox and collect what it published.
+
+    A call that outlives its announced bound by CALL_GRACE_S (blocked in C
+    with the GIL held, so the child's own thread-based bound cannot fire) is
+    ended by killing the child. -> (facts, done record or None, the call
+    running at the end or None, SandboxResult).
+    """
+    facts, calls, state = {}, [], {"done": None}  # calls: the announced calls still running, outermost first
+
+    def on_record(stamp, record):
+        event = record.get("event")
+        if event == "call":
+            calls.append({"what": record.get("what"), "timeout_s": float(record.get("timeout_s") or 0),
+                          "started": stamp})
+        elif event == "returned":
+            if calls:
+                calls.pop()
+        elif event == "facts":
+            facts[record.get("key")] = record.get("value")
+        elif event == "append":
+            facts.setdefault(record.get("key"), []).append(record.get("value"))
+        elif event == "done":
+            state["done"] = record
+
+    def watch(now):
+        for call in calls:
+            if now - call["started"] > call["timeout_s"] + CALL_GRACE_S:
+                state["overrun"] = call
+                return "call-timeout"
+        return None
+
+    result = run_sandboxed(command, env, deadline, on_record, watch)
+    running = state.get("overrun") or (calls[-1] if calls else None)
+    if running is not None:
+        running = {"what": running["what"], "timeout_s": running["timeout_s"]}
+    return facts, state["done"], running, result
+
+
+def call_child_summary(outcome):
+    """The "child" section of the contract checkers: how their sandboxed child ended."""
+    return {"returncode": outcome.returncode, "signal": outcome.signal(), "seconds": outcome.seconds,
+            "descendants_ended": outcome.descendants_ended, "subreaper": outcome.subreaper}
+
+
+def call_child_cut_short(outcome, running, stuck):
+    """A call child that published no "done": -> (timed_out, crash), exactly one of them not None.
+
+    `stuck` names what failed to return control ("call", "load").
+    """
+    if outcome.killed_for == "call-timeout":
+        return {"call": running["what"], "timeout_s": running["timeout_s"],
+                "ended_by": "killing the child process (the %s did not return control)" % stuck}, None
+    return None, {"call": (running or {}).get("what"), "signal": outcome.signal(),
+                  "returncode": outcome.returncode, "stderr_tail": outcome.stderr_tail[-2000:]}
+
+
+def kill_process_group(process):
+    import signal
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        try:
+            process.kill()
+        except OSError:
+            pass
+
+
+def child_environment(base=None):
+    """Environment for a child that imports torch: nothing written, no CUDA context."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ written anywhere
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # CUDA availability from NVML, no context
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    # torch._dynamo creates <temp dir>/torchinductor_<user> at import time, and
+    # finding the temp dir (tempfile.gettempdir) creates and deletes a probe
+    # file in it. Pointing the cache at an existing directory avoids both.
+    if "TORCHINDUCTOR_CACHE_DIR" not in env:
+        env["TORCHINDUCTOR_CACHE_DIR"] = existing_temp_dir(env)
+    return env
+
+
+def existing_temp_dir(env):
+    """The first existing directory of tempfile's candidates, without probing by writing."""
+    candidates = [env.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
+    candidates += ["/tmp", "/var/tmp", "/usr/tmp", os.getcwd()]
+    for candidate in candidates:
+        if candidate and os.path.isdir(candidate):
+            return os.path.abspath(candidate)
+    return os.getcwd()
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def missing_torch_stack():
+    """torch / torch_geometric not importable here, found without importing them (the torch-side tools' gate)."""
+    import importlib.util
+    return [name for name in ("torch", "torch_geometric") if importlib.util.find_spec(name) is None]
+
+
+def quiet_child_process():
+    """First thing a child does: no bytecode written, no temp-dir probe file, and (Linux) die
+    with the tool even if the tool itself is SIGKILLed."""
+    import signal
+    import tempfile
+    sys.dont_write_bytecode = True
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    # gettempdir() would create and delete a test file in each candidate.
+    tempfile.tempdir = existing_temp_dir(os.environ)
+
+
+def refuse_sockets(active=lambda: True):
+    """Make every Python-level socket creation fail in the child while active(), and note who tried.
+
+    `import torch_geometric` imports requests, and urllib3 binds a socket on
+    ::1 at import time to test for IPv6; libraries treat the refusal as
+    "no IPv6". The returned list fills as attempts happen.
+    """
+    attempts = []
+
+    def audit(event, args):
+        if event == "socket.__new__" and active():
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename.endswith("socket.py"):
+                frame = frame.f_back
+            origin = frame.f_code.co_filename if frame is not None else "?"
+            attempts.append({"event": event, "origin": origin[-120:]})
+            raise PermissionError("check_sampling_backends is read-only: no sockets")
+
+    sys.addaudithook(audit)
+    return attempts

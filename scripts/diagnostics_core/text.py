@@ -1,0 +1,96 @@
+"""Text that goes into JSON: valid UTF-8, no lone surrogates, bounded length; the one JSON writer."""
+
+import json
+import os
+import re
+
+
+def read_text(path, limit=1 << 20):
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+
+
+TEXT_LIMIT = 4000  # characters per string; longer ones keep head and tail
+TRUNCATION_MARKER = "...[%d characters cut]..."
+_SURROGATE = re.compile(u"[\ud800-\udfff]")
+
+
+def sanitise_text(text, limit=TEXT_LIMIT):
+    """A string safe for any strict JSON parser, at most about `limit` characters."""
+    if not isinstance(text, str):
+        text = str(text)
+    # Undecodable bytes arrive as lone surrogates (surrogateescape); strict
+    # parsers reject them, so they become U+FFFD.
+    text = _SURROGATE.sub(u"\ufffd", text)
+    if len(text) > limit:
+        cut = len(text) - limit
+        head = limit * 2 // 3
+        text = text[:head] + TRUNCATION_MARKER % cut + text[len(text) - (limit - head):]
+    return text
+
+
+def safe_str(value):
+    """str(value) that cannot raise (a hostile __str__ may)."""
+    try:
+        text = str(value)
+        return text if isinstance(text, str) else repr(text)
+    except Exception as error:  # noqa: BLE001 - anything user code raises
+        return "<unprintable %s: str() raised %s>" % (type(value).__name__, type(error).__name__)
+
+
+def sanitise(value, limit=TEXT_LIMIT):
+    """Every string (keys too) of a JSON-bound value made safe; NaN/inf become strings."""
+    if isinstance(value, str):
+        return sanitise_text(value, limit)
+    if isinstance(value, dict):
+        return dict((sanitise_text(safe_str(k), limit), sanitise(v, limit)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [sanitise(v, limit) for v in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)  # strict parsers reject NaN and Infinity
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return sanitise_text(safe_str(value), limit)
+
+
+def dumps(document, pretty=False):
+    """The one way the tools turn a document into JSON text (write it as UTF-8 bytes)."""
+    separators = None if pretty else (",", ":")  # compact means no padding spaces either
+    return json.dumps(sanitise(document), indent=2 if pretty else None, separators=separators,
+                      ensure_ascii=False, allow_nan=False)
+
+
+def write_json(document, pretty=False, fd=1):
+    """Print one JSON document as strict UTF-8 on `fd`, whatever the locale."""
+    write_text(dumps(document, pretty) + "\n", fd)
+
+
+def write_text(text, fd=1):
+    """Write UTF-8 text straight to `fd`; a reader that stopped reading (| head) is no error."""
+    data = text.encode("utf-8", "replace")
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except BrokenPipeError:  # what the reader read is all it wanted; the exit code stays the verdict's
+        pass
+
+
+def describe_exception(error):
+    """The error and, where it has causes, the whole chain: torch wraps the real dlopen error in __cause__."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen and len(chain) < 10:
+        seen.add(id(error))
+        chain.append({"type": type(error).__name__, "message": sanitise_text(safe_str(error), 2000)})
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    described = {"type": chain[0]["type"], "message": chain[0]["message"]}
+    if len(chain) > 1:  # a chain of one would only repeat type and message
+        described["chain"] = chain
+    return described
+
+
+def quote(text):
+    import shlex
+    return shlex.quote(text)

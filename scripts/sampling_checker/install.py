@@ -1,0 +1,276 @@
+"""Install commands: PyG's wheel table read for one torch/CUDA/platform, and every pip line a fix prints."""
+
+import re
+import sys
+
+from diagnostics_core.text import quote
+from .parsing import cuda_variant, parse_version
+from .tables import (SAMPLING_DISTS, SOURCE_BUILDS, SOURCE_BUILD_FLAGS, SOURCE_BUILD_MINUTES,
+                     SOURCE_BUILD_NEEDS, SOURCE_BUILD_PACKAGES, TORCH_INDEX, TORCH_NEWEST_PATCH, TORCH_PIN,
+                     TORCH_PIN_NEEDS_PYTHON, WHEEL_INDEX, WHEEL_PLATFORMS, WHEEL_ROWS, WHEEL_TABLE_DATE)
+
+
+def platform_key(python_facts):
+    system = (python_facts.get("system") or "").lower()
+    machine = (python_facts.get("machine") or "").lower()
+    if system == "linux":
+        return "linux-" + ("aarch64" if machine in ("aarch64", "arm64") else machine)
+    if system == "windows":
+        return "win32-amd64"
+    if system == "darwin":
+        return "darwin-" + ("arm64" if machine == "arm64" else "x86_64")
+    return system + "-" + machine
+
+
+def wheel_row(dist, torch_minor):
+    for row in WHEEL_ROWS:
+        if row[0] == dist and row[1] == torch_minor:
+            return row
+    return None
+
+
+def wheel_status(dist, torch_minor, variant, platform_name, python_version):
+    """Whether PyG's index has a wheel of `dist` for this combination: True, False or None (unknown)."""
+    row = wheel_row(dist, torch_minor)
+    answer = {"distribution": dist, "wheel": None, "variants": None,
+              "source": row[3] if row else "unknown: no row for torch %s" % torch_minor,
+              "source_date": row[4] if row else None}
+    if variant == "rocm":
+        return dict(answer, wheel=False, reason="PyG publishes no ROCm wheels")
+    if row is None or row[2] is None:
+        return dict(answer, reason="no public source says whether %s has wheels for torch %s" % (dist, torch_minor))
+    answer["variants"] = list(row[2])
+    if variant not in row[2]:
+        if not row[2]:
+            return dict(answer, wheel=False, reason="no %s wheels for torch %s" % (dist, torch_minor))
+        return dict(answer, wheel=False, reason="%s wheels for torch %s exist only for %s, not %s" % (
+            dist, torch_minor, ", ".join(row[2]), variant))
+    if dist == "pyg-lib" and python_version[:2] < (3, 10):
+        return dict(answer, wheel=False, reason="pyg-lib wheels need Python >= 3.10")
+    if platform_name not in WHEEL_PLATFORMS[dist]:
+        return dict(answer, reason="no source lists %s wheels for %s" % (dist, platform_name))
+    return dict(answer, wheel=True, reason=None)
+
+
+def pip_name(dist):
+    return dist.replace("-", "_")  # the names PyG's wheel index lists
+
+
+def wheel_command(python, dists, index_url, reinstall=False):
+    """The wheel install line; --only-binary makes a missing wheel fail fast instead of compiling."""
+    flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
+    return "%s -m pip install %s--only-binary=:all: %s -f %s" % (
+        python, flags, " ".join(pip_name(d) for d in dists), index_url)
+
+
+def source_build_command(python, dists):
+    """Rebuild from PyPI's sdists, in build order, ignoring pip's wheel cache (it may hold a wheel
+    built against the torch installed earlier, which pip would reinstall unchanged)."""
+    wanted = set(dists)
+    return " && ".join("%s -m pip install %s %s==%s" % (python, SOURCE_BUILD_FLAGS, dist, version)
+                       for dist, version in SOURCE_BUILDS if dist in wanted)
+
+
+def source_build_time(dists):
+    """One time figure for building these sdists, from the measured minutes."""
+    unmeasured = [d for d in dists if d not in SOURCE_BUILD_MINUTES]
+    if unmeasured:
+        return "build time of %s not measured" % ", ".join(unmeasured)
+    return "about %d min on 2 cores" % sum(SOURCE_BUILD_MINUTES[d] for d in dists)
+
+
+def torch_install_command(release, variant, python="python", platform_name="linux-x86_64"):
+    """The exact line that installs torch `release` (e.g. '2.12.1') built for `variant` (cpu, cu126, ...).
+
+    The local tag (+cu130) is part of the pin: `torch==2.13.0` alone is already satisfied by an
+    installed 2.13.0+cpu, so pip would keep the wrong build. macOS wheels have no tag and come from PyPI.
+    """
+    if platform_name.startswith("darwin"):
+        return "%s -m pip install torch==%s" % (python, release)
+    return "%s -m pip install torch==%s+%s --index-url %s" % (python, release, variant,
+                                                              TORCH_INDEX.format(variant=variant))
+
+
+def newest_torch_with_wheels(variant, platform_name, python_version):
+    """The newest torch minor (and the release to pin) with wheels of every sampling extension."""
+    minors = sorted({row[1] for row in WHEEL_ROWS}, key=parse_version, reverse=True)
+    for minor in minors:
+        if all(wheel_status(d, minor, variant, platform_name, python_version)["wheel"] for d in SAMPLING_DISTS):
+            return minor, TORCH_NEWEST_PATCH.get(minor, minor + ".0")
+    return None, None
+
+
+def install_facts(facts, python):
+    build = facts.get("torch_build") or {}
+    torch_version = (facts.get("torch") or {}).get("version") or build.get("version")
+    if not torch_version:
+        return {"index_url": None, "command": None, "wheels_available": None,
+                "support_table_date": WHEEL_TABLE_DATE}
+    major, minor, _ = parse_version(torch_version)
+    torch_minor = "%d.%d" % (major, minor)
+    cuda = (facts.get("torch") or {}).get("cuda") if facts.get("torch", {}).get("status") == "ok" else build.get("cuda")
+    hip = build.get("hip")
+    variant = "rocm" if hip else cuda_variant(cuda)
+    python_facts = facts.get("python") or {}
+    platform_name = platform_key(python_facts)
+    if platform_name.startswith("darwin"):
+        variant = "cpu"  # PyG's macOS wheels are CPU-only
+    python_version = parse_version(python_facts.get("version"))
+    index_url = WHEEL_INDEX.format(torch="%s.0" % torch_minor, variant=variant)
+    packages = {dist: wheel_status(dist, torch_minor, variant, platform_name, python_version)
+                for dist in WHEEL_PLATFORMS}
+    with_wheels = [d for d in SAMPLING_DISTS if packages[d]["wheel"]]
+    missing = [d for d in SAMPLING_DISTS if packages[d]["wheel"] is False]
+    py = quote(python)
+    pin_minor, pin_release = newest_torch_with_wheels(variant, platform_name, python_version)
+    pin = None
+    if pin_minor and variant != "rocm" and pin_minor != torch_minor:
+        pin = {"torch_minor": pin_minor, "release": pin_release,
+               "command": "%s && %s" % (
+                   torch_install_command(pin_release, variant, py, platform_name),
+                   # --force-reinstall: an installed local build of the same version would satisfy pip.
+                   wheel_command(py, SAMPLING_DISTS, WHEEL_INDEX.format(torch=pin_minor + ".0", variant=variant),
+                                 reinstall=True))}
+    return {
+        "torch_minor": torch_minor,
+        "variant": variant,
+        "platform": platform_name,
+        "index_url": index_url,
+        # Only the extensions the table says have a wheel here: one missing wheel would fail the whole line.
+        "command": wheel_command(py, with_wheels, index_url) if with_wheels else None,
+        # What that line prints where data.pyg.org cannot be reached: these wheels are on no other index.
+        "error_without_index": "ERROR: No matching distribution found for %s" % pip_name(with_wheels[0])
+        if with_wheels else None,
+        "packages": packages,
+        # True: every sampling extension has a wheel; False: one has none; None: unknown.
+        "wheels_available": False if missing else (len(with_wheels) == len(SAMPLING_DISTS) or None),
+        "no_wheel_reasons": [packages[d]["reason"] for d in SAMPLING_DISTS if packages[d]["wheel"] is not True],
+        "support_table_date": WHEEL_TABLE_DATE,
+        "torch_pin": pin,
+        "source_build_command": source_build_command(py, ("torch-scatter", "torch-sparse")),
+        "source_build_needs": SOURCE_BUILD_NEEDS,
+        "source_build_time": source_build_time(("torch-scatter", "torch-sparse")),
+    }
+
+
+def pip_fix(facts, packages, reinstall=False):
+    """The install line for this torch build, naming only extensions that have a wheel here;
+    for the others, the way out (a source build, or a torch that has the wheels)."""
+    install = facts["install"]
+    if not install.get("index_url"):
+        return None
+    py = interpreter(facts)
+    dists = [name.replace("_", "-") for name in packages]
+    others = [d for d in dists if d not in install["packages"]]  # not PyG extensions: plain PyPI packages
+    dists = [d for d in dists if d not in others]
+    wheels = [d for d in dists if install["packages"][d]["wheel"]]
+    lacking = [d for d in dists if d not in wheels]
+    parts = ["%s -m pip install %s" % (py, " ".join(others))] if others else []
+    if wheels:
+        parts.append(wheel_command(py, wheels, install["index_url"], reinstall))
+    notes = []
+    legacy = [d for d in lacking if d in ("torch-cluster", "torch-spline-conv")]
+    if legacy:
+        parts.append("%s -m pip uninstall -y %s" % (py, " ".join(legacy)))
+        notes.append("%s: no wheel for torch %s+%s and PyG 2.8 ignores them (pyg-lib >= 0.6 has their ops)" % (
+            ", ".join(legacy), install["torch_minor"], install["variant"]))
+    buildable = [d for d in lacking if d in ("torch-scatter", "torch-sparse")]
+    if buildable:
+        if "torch-sparse" in buildable and facts["extensions"].get("torch_scatter", {}).get("status") != "ok":
+            buildable.append("torch-scatter")  # torch_sparse imports it
+        parts.append(source_build_command(py, buildable))
+        notes.append("%s: no wheel for torch %s+%s, so build from PyPI's source (%s; needs %s)" % (
+            ", ".join(d for d in lacking if d in buildable), install["torch_minor"], install["variant"],
+            source_build_time(set(buildable)), SOURCE_BUILD_NEEDS))
+    if "pyg-lib" in lacking:
+        pin = install.get("torch_pin")
+        notes.append("pyg-lib: %s%s" % (install["packages"]["pyg-lib"]["reason"],
+                                         "; or use torch %s, which has all wheels: %s" % (
+                                             pin["release"], pin["command"]) if pin else ""))
+        if not buildable:
+            parts.append(source_build_command(py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
+            notes.append("that build: %s; needs %s" % (source_build_time(SOURCE_BUILD_PACKAGES["pyg_lib"]),
+                                                        SOURCE_BUILD_NEEDS))
+            notes.append("torch-sparse (built above) samples neighbours instead; pyg-lib has no sdist on PyPI")
+    return " && ".join(parts) + ("  # " + "; ".join(notes) if notes else "")
+
+
+def interpreter(facts):
+    return quote(interpreter_path(facts))
+
+
+def interpreter_path(facts):
+    """The probed interpreter (--python), also in static-only runs."""
+    return ((facts.get("probe") or {}).get("interpreter") or (facts.get("python") or {}).get("executable")
+            or sys.executable)
+
+
+# Step outcomes that mean the import itself failed. "deadline" and "not-run"
+# mean the probe ran out of time first; probe-deadline reports those.
+FAILED_STEP_STATUSES = ("error", "crashed", "hung")
+
+
+def torch_reinstall_command(facts):
+    """Reinstall the same torch build: a local tag (+cpu, +cu126) names PyTorch's own index."""
+    build = facts["torch_build"]
+    version = (build.get("version") or "").split("+")[0]
+    command = "%s -m pip install --force-reinstall torch==%s" % (interpreter(facts), version)
+    variant = build.get("variant")
+    if "+" in (build.get("version") or "") and variant and variant != "rocm":
+        command += " --index-url https://download.pytorch.org/whl/%s" % variant
+    return command
+
+
+def gpu_seen(facts):
+    """True/False from NVML when the probe asked it, None when nothing asked (static-only)."""
+    nvml = (facts.get("cuda") or {}).get("nvml")
+    if not nvml:
+        return None
+    return bool(nvml.get("available") and nvml.get("devices"))
+
+
+def torch_and_pyg_install_command(facts):
+    """Install torch (pinned) and PyG; the CPU-only build unless a GPU was seen."""
+    python = interpreter(facts)
+    platform_name = platform_key(facts["python"])
+    lasting = "~/.venvs/pyg/bin/python"
+    lasting_install = "%s && %s -m pip install torch_geometric" % (
+        torch_install_command(TORCH_PIN, "cpu", lasting, platform_name), lasting)
+    if facts["python"].get("ephemeral"):
+        # Installing into a throwaway env helps no later run (interpreter-ephemeral says why).
+        return ("not into this throwaway %s env: make a lasting one: python3 -m venv ~/.venvs/pyg && %s"
+                % (facts["python"]["ephemeral"], lasting_install))
+    if parse_version(facts["python"]["version"])[:2] < TORCH_PIN_NEEDS_PYTHON:
+        return ("torch %s and PyG 2.8 need Python %d.%d+; make a venv with a newer Python: "
+                "python3.11 -m venv ~/.venvs/pyg && %s"
+                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (lasting_install,)))
+    seen = gpu_seen(facts)
+    if seen:  # PyPI's default Linux build is a CUDA one
+        command = "%s -m pip install torch==%s" % (python, TORCH_PIN)
+    else:
+        command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]))
+    command += " && %s -m pip install torch_geometric" % python
+    if seen is None:
+        command += "  # CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build"
+    elif not seen:
+        command += "  # CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build"
+    return command
+
+
+def adapt_pip_fixes(facts, findings):
+    """Never print `X -m pip` for an X without pip: uv-made venvs get `uv pip`, others ensurepip first."""
+    python = facts.get("python") or {}
+    if python.get("pip") is not False:
+        return findings
+    interpreter_text = interpreter(facts)
+    pip_prefix = "%s -m pip " % interpreter_text
+    for item in findings:
+        fix = item.get("fix")
+        if not fix or pip_prefix not in fix:
+            continue
+        if "uv" in (python.get("venv_tool"), python.get("ephemeral")):
+            item["fix"] = re.sub(re.escape(pip_prefix) + r"(install|uninstall) ",
+                                 lambda match: "uv pip %s --python %s " % (match.group(1), interpreter_text), fix)
+        else:
+            item["fix"] = "%s -m ensurepip --upgrade && %s" % (interpreter_text, fix)
+    return findings

@@ -1,0 +1,61 @@
+"""Small parsers of versions, wheel tags and CPU lists."""
+
+import re
+
+
+def normalise_name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_version(text):
+    """'2.13.0+cpu' -> (2, 13, 0); unparsable parts become 0."""
+    numbers = []
+    for part in re.split(r"[.+]", text or "")[:3]:
+        match = re.match(r"\d+", part)
+        numbers.append(int(match.group()) if match else 0)
+    while len(numbers) < 3:
+        numbers.append(0)
+    return tuple(numbers)
+
+
+def parse_local_tag(version):
+    """PyG wheel local tag '0.6.18+pt213cu126' -> {'torch': '2.13', 'variant': 'cu126'}."""
+    if not version or "+" not in version:
+        return None
+    local = version.split("+", 1)[1]
+    match = re.match(r"^pt(\d)(\d+)(cpu|cu\d+|rocm[\d.]+)$", local)
+    if not match:
+        return {"raw": local, "torch": None, "variant": None}
+    return {"raw": local, "torch": match.group(1) + "." + match.group(2), "variant": match.group(3)}
+
+
+def cuda_variant(cuda_version):
+    """torch.version.cuda '12.6' -> 'cu126'; None -> 'cpu'."""
+    if not cuda_version:
+        return "cpu"
+    return "cu" + cuda_version.replace(".", "")
+
+
+def compress_cpu_list(cpus):
+    """[0, 1, 2, 5] -> '0-2,5' (the notation of taskset and sysfs)."""
+    ranges = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+def expand_cpu_list(text):
+    """'0-2,5' -> [0, 1, 2, 5]."""
+    cpus = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            cpus.extend(range(int(low), int(high) + 1))
+        else:
+            cpus.append(int(part))
+    return cpus

@@ -1,0 +1,234 @@
+"""Rendering: the JSON document (compact by default, --full for every fact), a markdown report
+for people, and a short summary on stderr."""
+
+import os
+import re
+import sys
+import time
+
+from diagnostics_core.cli import docs_path
+from diagnostics_core.contract import SEVERITY_ORDER
+from diagnostics_core.markdown import cell, code, private_names, redact
+from diagnostics_core.text import write_json, write_text
+from .findings import CHECKER_VERSION, TOOL
+from .tables import DEFAULT_TIMEOUT
+
+
+FACT_SECTIONS = ("interpreter", "python", "distributions", "torch_build", "pyg_source", "cpu", "environment",
+                 "probe", "torch", "cuda", "distributed", "pyg", "extensions", "sampling", "install")
+
+
+def render(facts, findings, gates, options, started, internal_error=None, usage_error=False):
+    static_only = bool(options and options.static_only)
+    full = bool(options and options.full)
+    meta = {
+        "version": CHECKER_VERSION,
+        "argv": sys.argv[1:],
+        "mode": "static-only" if static_only else "full",
+        "detail": "full" if full else "compact",
+        "timeout_s": options.timeout if options else DEFAULT_TIMEOUT,
+        "elapsed_s": round(time.time() - started, 3),
+        "read_only": True,
+        "docs_path": docs_path(),
+    }
+    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error,
+                                        internal_error=internal_error, static_only=static_only)
+    sections = facts if full or not facts else compact_facts(facts)
+    for section in FACT_SECTIONS:
+        document[section] = sections.get(section)
+    return document, exit_code
+
+
+def compact_facts(facts):
+    """The default document: every section, minus the bulk few readers need (--full has it all).
+
+    Dropped here: install records of single copies (kept when a package has
+    duplicates), extension file paths, operator lists, the wheel table's
+    sources (install.packages keeps wheel true/false/null), torch's CUDA build
+    table, an unset CUDA_VISIBLE_DEVICES, empty CUDA arch lists, the loader's message for a missing NVML, a single clean probe attempt (counted), the torch pin and
+    source build (the no-prebuilt-wheels finding carries them where they matter), torch-version PyG flags
+    (WITH_PT*) and false flags, warning texts (counted), child stderr in
+    attempts, who tried a socket (counted), the raw feature probe
+    (sampling.probe), the stack_level locations (the finding has them), the
+    a passed smoke sample's details, and interpreter facts that
+    repeat others.
+    """
+    compact = dict(facts)
+    distributions = facts.get("distributions")
+    if distributions:
+        packages = {}
+        for name, package in distributions["packages"].items():
+            entry = {"installed": package["installed"]}
+            if package["installs"]:
+                entry.update(version=package["version"], copies=len(package["installs"]))
+            if len(package["installs"]) > 1:
+                entry["installs"] = [{key: record.get(key) for key in ("version", "location", "installer")}
+                                     for record in package["installs"]]
+            packages[name] = entry
+        compact["distributions"] = dict(distributions, packages=packages)
+    for section in ("torch_build", "pyg_source"):
+        if facts.get(section):
+            compact[section] = {k: v for k, v in facts[section].items() if k not in ("package_dir", "git_version")}
+    if compact.get("pyg_source", {}).get("stack_level_typo"):  # the locations are in the finding's evidence
+        compact["pyg_source"]["stack_level_typo"] = len(compact["pyg_source"]["stack_level_typo"])
+    if facts.get("sampling"):  # the raw feature probe; "features" is its verdict
+        compact["sampling"] = {k: v for k, v in facts["sampling"].items() if k != "probe"}
+        compact["sampling"]["smoke"] = {  # a passed sample's details say nothing more than "passed"
+            backend: {k: v for k, v in result.items() if not (k == "samples" and result.get("passed"))}
+            for backend, result in facts["sampling"]["smoke"].items()}
+    install = facts.get("install")
+    if install:  # the ways round a missing wheel are in the no-prebuilt-wheels finding's fix when they matter
+        compact["install"] = {k: v for k, v in install.items() if k not in (
+            "source_build_time", "source_build_command", "source_build_needs", "torch_pin", "no_wheel_reasons")}
+        if install.get("packages"):  # the table rows' sources and dates: --full
+            compact["install"]["packages"] = {name: row.get("wheel") for name, row in install["packages"].items()}
+    cuda = facts.get("cuda")
+    if cuda:  # torch's own build table, and CUDA_VISIBLE_DEVICES when it is not set: --full
+        compact["cuda"] = {k: v for k, v in cuda.items() if k != "releases_code_cc" and not (
+            k == "visible_devices" and not (v or {}).get("set")) and not (
+            k in ("arch_list", "device_archs", "visible_devices_env") and not v)}
+        nvml = cuda.get("nvml") or {}
+        if nvml.get("reason") == "library-not-found":  # the loader's words add nothing to the reason
+            compact["cuda"]["nvml"] = {k: v for k, v in nvml.items() if k != "message"}
+    for section in ("torch", "pyg"):
+        if facts.get(section):  # keep where torch and PyG were imported from: it names a shadowing copy
+            compact[section] = lean_record(facts[section], drop=())
+    pyg = compact.get("pyg")
+    if pyg and "flags" in pyg:
+        pyg["flags"] = {k: v for k, v in pyg["flags"].items() if v and not re.match(r"^WITH_PT\d+$", k)}
+        pyg["flags_shown"] = "true ones, WITH_PT* left out (--full has all)"
+    extensions = facts.get("extensions")
+    if extensions:
+        compact["extensions"] = {module: lean_record(entry, drop=("file", "ops"))
+                                 for module, entry in extensions.items()}
+    probe = facts.get("probe")
+    if probe:
+        compact["probe"] = dict(probe, attempts=[{k: v for k, v in a.items() if k != "stderr_tail"}
+                                                 for a in probe["attempts"]],
+                                refused_sockets=len(probe["refused_sockets"]))
+        del compact["probe"]["interpreter"]  # the "interpreter" section names it
+        attempts = probe["attempts"]
+        if len(attempts) == 1 and attempts[0].get("finished") and attempts[0].get("returncode") == 0 \
+                and not attempts[0].get("descendants_ended"):  # one clean attempt says nothing "complete" does not
+            compact["probe"]["attempts"] = len(attempts)
+    if facts.get("python"):
+        compact["python"] = {k: v for k, v in facts["python"].items() if k not in ("release", "platform")}
+    choice = facts.get("interpreter")
+    if choice:
+        compact["interpreter"] = {k: v for k, v in choice.items() if v is not None and k != "probed_prefix"}
+    return compact
+
+
+def lean_record(entry, drop=("file",)):
+    """A probe record without file paths and with its warnings counted, not quoted."""
+    lean = {k: v for k, v in entry.items() if k not in drop and k != "warnings"}
+    if "warnings" in entry:
+        lean["warning_count"] = len(entry["warnings"])
+    return lean
+
+
+def emit(document, pretty):
+    sys.stdout.flush()
+    write_json(document, pretty)
+
+
+def version_rows(document):
+    """(component, state) rows for people: what is installed and whether it works."""
+    python = document.get("python") or {}
+    torch = document.get("torch") or {}
+    build = document.get("torch_build") or {}
+    pyg = document.get("pyg") or {}
+    cuda = document.get("cuda") or {}
+    distributed = document.get("distributed") or {}
+    packages = (document.get("distributions") or {}).get("packages") or {}
+    libc = python.get("libc") or {}
+    rows = [("Python", "%s %s, %s %s, %s %s" % (
+        python.get("implementation"), python.get("version"), python.get("system"), python.get("machine"),
+        libc.get("name"), libc.get("version"))), ("interpreter", python.get("executable"))]
+    if torch.get("status") == "ok":
+        rows.append(("torch", "%s (CUDA build: %s)" % (torch.get("version"), torch.get("cuda") or "none")))
+    else:
+        rows.append(("torch", "%s (%s)" % (build.get("version") or "not installed", torch.get("status"))))
+    nvml = cuda.get("nvml") or {}
+    if cuda.get("status") != "not-probed":
+        rows.append(("CUDA devices", "%s (%s)" % (cuda.get("device_count", 0), "driver %s" % nvml.get("driver_version")
+                                                  if nvml.get("available") else "no NVML: no NVIDIA driver seen")))
+    if distributed.get("available") is not None:
+        rows.append(("torch.distributed", ", ".join(b for b, ok in sorted(distributed.get("backends", {}).items())
+                                                    if ok) or "no backend"))
+    version = (packages.get("torch-geometric") or {}).get("version")
+    rows.append(("PyG", "%s (%s)" % (pyg.get("version") or version or "not installed", pyg.get("status"))))
+    for module, entry in sorted((document.get("extensions") or {}).items()):
+        dist = entry.get("distribution")
+        rows.append((dist, "%s (%s)" % ((packages.get(dist) or {}).get("version") or "-", entry.get("status"))))
+    sampling = document.get("sampling") or {}
+    backend = sampling.get("neighbor_backend")
+    smoke = (sampling.get("smoke") or {}).get(backend) or {}
+    if document["checker"]["mode"] == "full":
+        rows.append(("neighbour sampling", "%s (smoke sample %s)" % (
+            backend, "passed" if smoke.get("passed") else "failed") if backend else "no backend"))
+    return rows
+
+
+def redactions(document):
+    """(text, replacement) pairs for what a public issue should not show: home, user, host, node lists."""
+    launch = (document.get("environment") or {}).get("launch") or {}
+    extra = []
+    for variable in ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "MASTER_ADDR"):
+        raw = (launch.get(variable) or {}).get("raw") or os.environ.get(variable)
+        if raw:
+            extra.append((raw, "<%s>" % variable.lower()))
+    return private_names(extra)
+
+
+def render_markdown(document, redact_private=True):
+    """A report to paste into an issue: versions table and findings with their fixes, nothing else."""
+    checker = document["checker"]
+    lines = ["### PyG environment (check_sampling_backends %s)" % checker["version"], "",
+             "status **%s**, exit %d, %s probe in %.1f s; gates: %s" % (
+                 document["status"], document["exit_code"], checker["mode"], checker["elapsed_s"],
+                 ", ".join("%s %s" % (name, "passed" if g["passed"] else "FAILED")
+                           for name, g in document["gates"].items()) or "none asked"), ""]
+    if document.get("python") is None:
+        lines.append("no facts gathered: the checker stopped before probing (see the finding)")
+    else:
+        lines += ["| component | version (state) |", "|---|---|"]
+        for component, state in version_rows(document):
+            lines.append("| %s | %s |" % (cell(component), cell(state)))
+    findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
+    lines += ["", "#### Findings (%d)" % len(findings), ""]
+    for item in findings:
+        lines.append("- **%s** %s: %s" % (cell(item["severity"]), code(item["id"]), cell(item["title"])))
+        if item.get("fix"):
+            lines.append("  fix: %s" % code(item["fix"]))
+    if not findings:
+        lines.append("none")
+    text = "\n".join(lines) + "\n"
+    if redact_private:
+        text = redact(text, redactions(document))
+        text += "\n<sub>user, home, host and node names redacted (--no-redact shows them)</sub>\n"
+    return text
+
+
+def stderr_summary(document):
+    """One screen for the person at the terminal; the JSON on stdout stays the contract."""
+    python = document.get("python") or {}
+    lines = ["check_sampling_backends: %s (exit %d) for %s (Python %s)" % (
+        document["status"], document["exit_code"], python.get("executable") or "?", python.get("version"))]
+    shown = [f for f in document["findings"] if f["severity"] in ("error", "warning")]
+    for item in shown[:8]:
+        lines.append("  %-7s %s: %s" % (item["severity"], item["id"], item["title"]))
+        if item.get("fix"):
+            fix = item["fix"] if len(item["fix"]) <= 200 else item["fix"][:197] + "..."
+            lines.append("          fix: %s" % fix)
+    hidden = len(document["findings"]) - len(shown[:8])
+    if hidden:
+        lines.append("  (+%d more, info included: see \"findings\" in the JSON)" % hidden)
+    return "\n".join(lines) + "\n"
+
+
+def output(document, options):
+    if options is not None and options.format == "markdown":
+        write_text(render_markdown(document, redact_private=not options.no_redact))
+    else:
+        emit(document, bool(options and options.pretty))

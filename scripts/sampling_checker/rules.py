@@ -1,0 +1,64 @@
+"""RULES, the complete list of the checker's rules, and the gates."""
+
+from .install import adapt_pip_fixes
+from .rules_environment import (rule_interpreter_choice, rule_probe_deadline, rule_pyg_shadowed,
+                                rule_python_supported_by_pyg, rule_torch_and_pyg_presence)
+from .rules_extensions import (rule_conda_pip_mixed, rule_duplicate_distributions, rule_extension_imports,
+                               rule_feature_verdicts, rule_legacy_extensions, rule_neighbor_sampling,
+                               rule_no_prebuilt_wheels, rule_pyg_defects, rule_stale_local_build,
+                               rule_wheel_tags)
+from .rules_hardware import rule_cpu, rule_gates_cuda_distributed, rule_gpu, rule_nvml
+from .rules_launch import rule_launch_environment
+
+
+RULES = (
+    rule_interpreter_choice,
+    rule_torch_and_pyg_presence,
+    rule_pyg_shadowed,
+    rule_python_supported_by_pyg,
+    rule_probe_deadline,
+    rule_wheel_tags,
+    rule_extension_imports,
+    rule_no_prebuilt_wheels,
+    rule_stale_local_build,
+    rule_neighbor_sampling,
+    rule_feature_verdicts,
+    rule_legacy_extensions,
+    rule_duplicate_distributions,
+    rule_conda_pip_mixed,
+    rule_pyg_defects,
+    rule_launch_environment,
+    rule_cpu,
+    rule_nvml,
+    rule_gpu,
+    rule_gates_cuda_distributed,
+)
+
+
+def diagnose(facts, options):
+    findings = []
+    for rule in RULES:
+        findings.extend(rule(facts, options))
+    adapt_pip_fixes(facts, findings)
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda f: order[f["severity"]])  # stable: rule order within a severity
+    return findings
+
+
+def evaluate_gates(facts, options):
+    gates = {}
+    if options.require_neighbor_backend:
+        backend = facts["sampling"]["neighbor_backend"]
+        passed = bool(backend) and facts["sampling"]["smoke"].get(backend, {}).get("passed", False)
+        gates["neighbor_backend"] = {"passed": passed, "backend": backend}
+    if options.require_cuda:
+        cuda = facts.get("cuda") or {}
+        count = cuda.get("device_count") or 0
+        gates["cuda"] = {"passed": cuda.get("available") is True and count > 0, "device_count": count}
+    if options.require_distributed:
+        distributed = facts.get("distributed") or {}
+        backend = options.require_distributed
+        passed = bool(distributed.get("available")) and (
+            backend == "any" or bool(distributed.get("backends", {}).get(backend)))
+        gates["distributed"] = {"passed": passed, "backend": backend}
+    return gates

@@ -1,0 +1,143 @@
+"""Rules about the interpreter, torch and PyG themselves."""
+
+import os
+import re
+
+from diagnostics_core.text import quote
+from .findings import checker_command, finding
+from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, interpreter_path,
+                      torch_and_pyg_install_command, torch_reinstall_command)
+from .parsing import parse_version
+
+
+def rule_interpreter_choice(facts, options):
+    """Say so when the probed interpreter is not where the user works."""
+    choice = facts.get("interpreter") or {}
+    active = choice.get("active_environment")
+    if choice.get("probed_is_active") is False:
+        evidence = {"probed": choice["probed"], "chosen_by": choice["chosen_by"],
+                    "active_environment": active["prefix"], "from": active["source"],
+                    "running": choice["running"]}
+        if active.get("python"):
+            fix = checker_command("--python", quote(active["python"]))
+        else:
+            fix = "%s has no bin/python: activate the environment you train in, then run: %s" % (
+                quote(active["prefix"]), checker_command())
+        # An explicit --python is a choice the user made; otherwise it is a surprise.
+        severity = "info" if choice["chosen_by"] == "--python" else None
+        return [finding("interpreter-not-active", evidence, fix=fix, severity=severity)]
+    if choice.get("probed_ephemeral") and not active:
+        return [finding("interpreter-ephemeral", {
+            "probed": choice["probed"], "tool": choice["probed_ephemeral"], "prefix": choice["probed_prefix"],
+            "why": "a %s run made this environment for the script alone; your torch is elsewhere"
+                   % choice["probed_ephemeral"]},
+            fix="activate the environment you train in (e.g. source ~/.venvs/pyg/bin/activate), then run: %s"
+                % checker_command())]
+    return []
+
+
+def rule_torch_and_pyg_presence(facts, options):
+    found = []
+    packages = facts["distributions"]["packages"]
+    torch = facts["torch"]
+    if not facts["torch_build"].get("found"):
+        found.append(finding("torch-not-installed", {
+            "interpreter": interpreter_path(facts),
+            "python": facts["python"]["version"], "gpu_seen": gpu_seen(facts)},
+            fix=torch_and_pyg_install_command(facts)))
+        return found
+    if torch.get("status") in FAILED_STEP_STATUSES:
+        found.append(finding("torch-import-failed", {"outcome": torch}, fix=torch_reinstall_command(facts)))
+    pyg_installed = packages["torch-geometric"]["installed"] or packages["pyg-nightly"]["installed"]
+    if not pyg_installed and not facts["pyg_source"].get("found"):
+        found.append(finding("pyg-not-installed", {"interpreter": interpreter(facts)},
+                             fix="%s -m pip install torch_geometric" % interpreter(facts)))
+    elif facts["pyg"].get("status") in FAILED_STEP_STATUSES and torch.get("status") == "ok":
+        found.append(finding("pyg-import-failed", {"outcome": facts["pyg"]},
+                             fix="%s -m pip install --force-reinstall --no-deps torch_geometric" % interpreter(facts)))
+    return found
+
+
+def pyg_installs(facts):
+    packages = facts["distributions"]["packages"]
+    return packages["torch-geometric"]["installs"] + packages["pyg-nightly"]["installs"]
+
+
+def inside(path, directory):
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def pyg_shadowing(facts):
+    """How the imported torch_geometric differs from the installed distribution(s), or None."""
+    pyg = facts["pyg"]
+    installs = pyg_installs(facts)
+    if pyg.get("status") != "ok" or not pyg.get("file") or not installs:
+        return None  # not imported, or a source checkout with nothing installed: nothing to compare
+    package_dir = os.path.dirname(pyg["file"])
+    owners = [r for r in installs if inside(package_dir, os.path.join(r["location"], "torch_geometric"))]
+    editable = [r for r in installs if r.get("editable_or_url") and r["version"] == pyg["version"]]
+    if owners and any(r["version"] == pyg["version"] for r in owners):
+        return None
+    if not owners and editable:
+        return None  # an editable install lives outside site-packages by design
+    return {"imported_version": pyg["version"], "imported_from": package_dir,
+            "shadowing_path": os.path.dirname(package_dir),
+            "installed": [{"version": r["version"], "location": r["location"]} for r in installs]}
+
+
+def pyg_version(facts):
+    """The PyG version other findings quote: what is imported, else the first installed record."""
+    if facts["pyg"].get("status") == "ok" and facts["pyg"].get("version"):
+        return facts["pyg"]["version"]
+    packages = facts["distributions"]["packages"]
+    return packages["torch-geometric"]["version"] or packages["pyg-nightly"]["version"]
+
+
+def rule_pyg_shadowed(facts, options):
+    shadow = pyg_shadowing(facts)
+    if shadow is None:
+        return []
+    path = shadow["shadowing_path"]
+    pythonpath = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    listed = [entry for entry in pythonpath if os.path.realpath(entry or ".") == os.path.realpath(path)]
+    if listed:
+        shadow["origin"] = "PYTHONPATH"
+        rest = [entry for entry in pythonpath if entry not in listed]
+        fix = "export PYTHONPATH=%s" % quote(os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
+    else:
+        shadow["origin"] = "sys.path (a .pth file, the user site or the interpreter's own paths)"
+        fix = ("%s -c \"import sys; print(sys.path)\"  # shows where %s comes from; remove that entry, or move "
+               "the stray copy away: mv %s %s.stray (unrun)" % (
+                   interpreter(facts), path, quote(shadow["imported_from"]), quote(shadow["imported_from"])))
+    shadow["note"] = ("sampling and feature findings are withheld: they describe the stray copy, "
+                      "not the installed PyG")
+    return [finding("pyg-shadowed", shadow, fix=fix)]
+
+
+def rule_python_supported_by_pyg(facts, options):
+    for name in ("torch-geometric", "pyg-nightly"):
+        for record in facts["distributions"]["packages"][name]["installs"]:
+            requirement = record.get("requires_python") or ""
+            match = re.match(r"^\s*>=\s*([\d.]+)", requirement)
+            if match and parse_version(facts["python"]["version"])[:2] < parse_version(match.group(1))[:2]:
+                return [finding("python-unsupported-by-pyg", {
+                    "python": facts["python"]["version"], "pyg_version": record["version"],
+                    "requires_python": requirement},
+                    fix="use Python %s or newer for this PyG (e.g. a new venv: python3.11 -m venv .venv)"
+                    % match.group(1))]
+    return []
+
+
+def rule_probe_deadline(facts, options):
+    probe = facts.get("probe")
+    if probe is None or probe["complete"]:
+        return []
+    unfinished = [a for a in probe["attempts"] if a["killed_for"] == "deadline"]
+    if not unfinished:
+        return []  # incomplete because of a crash or hang, which their own findings name
+    return [finding("probe-deadline", {
+        "timeout_s": options.timeout, "step_running": unfinished[-1]["culprit"],
+        "attempts": len(probe["attempts"])},
+        fix="run again with a longer deadline: python scripts/check_sampling_backends.py --timeout %d"
+        % int(options.timeout * 2))]

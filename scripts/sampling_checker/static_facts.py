@@ -1,0 +1,491 @@
+"""Static stage: facts read without importing torch or any extension (metadata, CPU, environment,
+name resolution)."""
+
+import os
+import re
+import sys
+
+from diagnostics_core.text import read_text
+from .parsing import compress_cpu_list, cuda_variant, normalise_name, parse_local_tag
+from .tables import (EXTENSION_DIST, HOSTS_FILE, LAUNCH_INT_VARIABLES, LAUNCH_STR_VARIABLES,
+                     SLURM_TASK_COUNT_VARIABLES, THREAD_VARIABLES, TRACKED_DISTRIBUTIONS)
+
+
+def get_python_facts():
+    import platform
+    libc_name, libc_version = None, None
+    try:
+        # e.g. 'glibc 2.36'; instant, unlike platform.libc_ver()
+        libc_name, libc_version = os.confstr("CS_GNU_LIBC_VERSION").split(" ", 1)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "in_virtualenv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "platform": sys.platform,
+        "system": platform.system(),
+        "release": platform.release(),
+        "machine": platform.machine(),
+        "libc": {"name": libc_name, "version": libc_version},
+        "pip": has_pip(),
+        "venv_tool": venv_tool(sys.prefix),
+        "ephemeral": ephemeral_kind(sys.prefix),
+    }
+
+
+def has_pip():
+    """Whether `python -m pip` can work here, found without importing pip (that takes ~200 ms)."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec("pip") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def venv_tool(prefix):
+    """'uv' or 'virtualenv' when pyvenv.cfg names the tool that made this venv, else None."""
+    config = read_text(os.path.join(prefix, "pyvenv.cfg"), 8192) or ""
+    for line in config.splitlines():
+        key = line.split("=", 1)[0].strip().lower()
+        if key in ("uv", "virtualenv"):
+            return key
+    return None
+
+
+def ephemeral_kind(prefix):
+    """'uv' or 'pipx' when `prefix` is a throwaway environment such a tool made for one run.
+
+    `uv run script.py` with a PEP 723 header builds its own environment in uv's
+    cache (and points VIRTUAL_ENV at it); uvx, `uv run --with` and `pipx run`
+    do the same. None of them is where the user's torch lives.
+    """
+    real = os.path.realpath(prefix)
+    parts = real.replace("\\", "/").split("/")
+    uv_cache = os.environ.get("UV_CACHE_DIR")
+    if uv_cache and real.startswith(os.path.realpath(uv_cache) + os.sep):
+        return "uv"
+    if "uv" in parts and any(p in parts for p in ("environments-v2", "archive-v0", "builds-v0", "tools")):
+        return "uv"
+    if "pipx" in parts and (".cache" in parts or "venvs" in parts):
+        return "pipx"
+    return None
+
+
+def find_dist_info_dirs():
+    """Yield (normalised name, dist-info path) for every distribution on sys.path.
+
+    Scanning directory names is much faster than importlib.metadata's full
+    walk and sees duplicates that importlib.metadata.distribution() hides.
+    """
+    seen_entries = set()
+    for entry in sys.path:
+        entry = os.path.realpath(entry or os.getcwd())
+        if entry in seen_entries or not os.path.isdir(entry):
+            continue
+        seen_entries.add(entry)
+        try:
+            names = os.listdir(entry)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                yield normalise_name(name.split("-", 1)[0]), os.path.join(entry, name)
+
+
+def read_metadata_field(text, field):
+    for line in (text or "").splitlines():
+        if not line.strip():
+            break  # headers end at the first blank line
+        if line.lower().startswith(field.lower() + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def get_distribution_record(path):
+    is_egg = path.endswith(".egg-info")
+    metadata = read_text(os.path.join(path, "PKG-INFO" if is_egg else "METADATA"), 65536)
+    if metadata is None and is_egg and os.path.isfile(path):
+        metadata = read_text(path, 65536)
+    version = read_metadata_field(metadata, "Version")
+    wheel = read_text(os.path.join(path, "WHEEL"), 4096) or ""
+    tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
+    installer = (read_text(os.path.join(path, "INSTALLER"), 256) or "").strip() or None
+    top_level = (read_text(os.path.join(path, "top_level.txt"), 4096) or "").split()
+    if not top_level:
+        top_level = top_level_from_record(path)
+    direct_url = read_text(os.path.join(path, "direct_url.json"), 4096)
+    return {
+        "name": read_metadata_field(metadata, "Name"),
+        "version": version,
+        "local_tag": parse_local_tag(version),
+        "wheel_tags": tags,
+        "installer": installer,
+        "location": os.path.dirname(path),
+        "metadata_dir": path,
+        "top_level": top_level,
+        "requires_python": read_metadata_field(metadata, "Requires-Python"),
+        "editable_or_url": bool(direct_url),
+    }
+
+
+def top_level_from_record(path):
+    modules = set()
+    for line in (read_text(os.path.join(path, "RECORD"), 1 << 20) or "").splitlines():
+        first = line.split(",", 1)[0].split("/", 1)[0]
+        if first and not first.endswith((".dist-info", ".data")) and first != "..":
+            modules.add(first[:-3] if first.endswith(".py") else first)
+    return sorted(m for m in modules if m.isidentifier())
+
+
+def get_conda_records():
+    """Conda's own record of the packages it installed in this prefix."""
+    conda_meta = os.path.join(sys.prefix, "conda-meta")
+    if not os.path.isdir(conda_meta):
+        return None
+    records = []
+    for name in sorted(os.listdir(conda_meta)):
+        if name.endswith(".json"):
+            records.append(name[:-5])
+    return records
+
+
+def pip_cache_dir():
+    """pip's cache folder as pip would choose it (its config files aside), or None when disabled."""
+    if os.environ.get("PIP_NO_CACHE_DIR", "").lower() in ("1", "true", "yes", "on"):
+        return None
+    if os.environ.get("PIP_CACHE_DIR"):
+        return os.path.expanduser(os.environ["PIP_CACHE_DIR"])
+    if sys.platform == "win32":
+        return os.path.join(os.environ.get("LOCALAPPDATA", os.path.expanduser("~")), "pip", "Cache")
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/pip")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pip")
+
+
+def compiled_record_lines(record_text):
+    return sorted(line for line in (record_text or "").splitlines()
+                  if line.split(",", 1)[0].endswith((".so", ".pyd", ".dylib", ".dll")))
+
+
+def find_cached_wheels(record, cache_dir, max_entries=20000):
+    """Wheels of this exact name and version in pip's wheel cache, and whether the installed
+    compiled files are byte-identical to one (same RECORD hashes): pip reinstalls such a wheel
+    instead of building again, whatever torch it was built against."""
+    prefix = "%s-%s-" % (re.sub(r"[-_.]+", "_", record["name"] or ""), record["version"])
+    installed = compiled_record_lines(read_text(os.path.join(record["metadata_dir"], "RECORD"), 1 << 20))
+    found, pending, seen = [], [os.path.join(cache_dir, "wheels")], 0
+    while pending and seen < max_entries:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.name.startswith(prefix) and entry.name.endswith(".whl"):
+                found.append({"path": entry.path, "same_binary": bool(installed) and installed == cached_record_lines(
+                    entry.path, record)})
+    return found
+
+
+def cached_record_lines(wheel_path, record):
+    import zipfile
+    try:
+        with zipfile.ZipFile(wheel_path) as wheel:
+            name = os.path.basename(record["metadata_dir"]) + "/RECORD"
+            return compiled_record_lines(wheel.read(name).decode("utf-8", "replace"))
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+
+
+def get_distribution_facts():
+    found = {name: [] for name in TRACKED_DISTRIBUTIONS}
+    for name, path in find_dist_info_dirs():
+        if name in found:
+            found[name].append(get_distribution_record(path))
+    cache_dir = pip_cache_dir()
+    for name in EXTENSION_DIST.values():
+        for record in found[name]:
+            # A local build (no +ptXY tag) is what pip's wheel cache can silently reinstall.
+            if cache_dir and record["local_tag"] is None and record["installer"] == "pip" and record["version"]:
+                record["pip_cache"] = find_cached_wheels(record, cache_dir)
+    installed = {}
+    for name in TRACKED_DISTRIBUTIONS:
+        records = found[name]
+        installed[name] = {
+            "installed": bool(records),
+            "version": records[0]["version"] if records else None,
+            "installs": records,
+        }
+    # Modules claimed by more than one tracked distribution.
+    claims = {}
+    for name, facts in installed.items():
+        for record in facts["installs"]:
+            for module in record["top_level"]:
+                claims.setdefault(module, set()).add(name)
+    conda = get_conda_records()
+    return {
+        "packages": installed,
+        "module_claims": {m: sorted(d) for m, d in sorted(claims.items()) if len(d) > 1},
+        "conda_prefix": conda is not None,
+        "conda_packages": [r for r in (conda or []) if re.match(
+            r"^(pytorch|torch|pyg|pytorch-(sparse|scatter|cluster|spline-conv)|pyg-lib|libpyg)-", r)],
+    }
+
+
+def find_package_dir(module):
+    """Directory of an importable top-level package, located without importing it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def get_torch_build_facts():
+    """torch's build facts from torch/version.py, parsed, never imported."""
+    import ast
+    package_dir = find_package_dir("torch")
+    if package_dir is None:
+        return {"found": False}
+    source = read_text(os.path.join(package_dir, "version.py"))
+    facts = {"found": True, "package_dir": package_dir}
+    if source is None:
+        facts["error"] = "torch/version.py is missing"
+        return facts
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        facts["error"] = "torch/version.py does not parse: %s" % error
+        return facts
+    for node in tree.body:
+        target, value = None, None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            if target.id in ("__version__", "cuda", "hip", "rocm", "xpu", "debug", "git_version"):
+                facts["version" if target.id == "__version__" else target.id] = value.value
+    facts["variant"] = "rocm" if facts.get("hip") else cuda_variant(facts.get("cuda"))
+    return facts
+
+
+def get_pyg_source_facts():
+    """Known PyG defects read from PyG's source text, without importing it."""
+    package_dir = find_package_dir("torch_geometric")
+    if package_dir is None:
+        return {"found": False}
+    facts = {"found": True, "package_dir": package_dir, "stack_level_typo": []}
+    for relative in ("distributed/dist_neighbor_loader.py",
+                     "distributed/dist_link_neighbor_loader.py",
+                     "distributed/dist_neighbor_sampler.py"):
+        source = read_text(os.path.join(package_dir, relative)) or ""
+        for number, line in enumerate(source.splitlines(), 1):
+            if re.search(r"\bstack_level\s*=", line):
+                facts["stack_level_typo"].append("torch_geometric/%s:%d" % (relative, number))
+    partition = read_text(os.path.join(package_dir, "distributed", "partition.py")) or ""
+    facts["partition_saves_defaultdict"] = "defaultdict" in partition
+    facts["distributed_present"] = os.path.isdir(os.path.join(package_dir, "distributed"))
+    return facts
+
+
+def read_sysfs_cpu_topology():
+    """Physical cores and NUMA nodes from Linux sysfs (None elsewhere)."""
+    base = "/sys/devices/system"
+    numa = []
+    node_dir = os.path.join(base, "node")
+    if os.path.isdir(node_dir):
+        for name in sorted(os.listdir(node_dir)):
+            if re.match(r"^node\d+$", name):
+                cpulist = read_text(os.path.join(node_dir, name, "cpulist"), 4096)
+                if cpulist is not None:
+                    numa.append({"node": int(name[4:]), "cpus": cpulist.strip()})
+    cores = set()
+    cpu_dir = os.path.join(base, "cpu")
+    if os.path.isdir(cpu_dir):
+        for name in os.listdir(cpu_dir):
+            if re.match(r"^cpu\d+$", name):
+                topology = os.path.join(cpu_dir, name, "topology")
+                core = read_text(os.path.join(topology, "core_id"), 64)
+                package = read_text(os.path.join(topology, "physical_package_id"), 64)
+                if core is not None and package is not None:
+                    cores.add((package.strip(), core.strip()))
+    return {"numa_nodes": numa or None, "physical_cores": len(cores) or None}
+
+
+def get_cpu_facts():
+    facts = {"logical_cores": os.cpu_count()}
+    if hasattr(os, "sched_getaffinity"):
+        allowed = sorted(os.sched_getaffinity(0))
+        facts["affinity"] = {"count": len(allowed), "cpus": compress_cpu_list(allowed)}
+    else:
+        facts["affinity"] = None
+    topology = read_sysfs_cpu_topology()
+    facts["physical_cores"] = topology["physical_cores"]
+    facts["physical_cores_source"] = "sysfs" if topology["physical_cores"] else None
+    facts["numa_nodes"] = topology["numa_nodes"]
+    facts["psutil_physical_cores"] = None
+    try:
+        import psutil  # optional; PyG's enable_cpu_affinity needs it anyway
+        facts["psutil_physical_cores"] = psutil.cpu_count(logical=False)
+        if facts["physical_cores"] is None:
+            facts["physical_cores"] = facts["psutil_physical_cores"]
+            facts["physical_cores_source"] = "psutil"
+    except Exception:  # psutil absent or broken: sysfs is enough
+        pass
+    return facts
+
+
+def parse_int_variable(raw):
+    try:
+        return int(raw.strip()), None
+    except ValueError:
+        return None, "not an integer"
+
+
+def parse_slurm_task_counts(raw):
+    """SLURM's '4(x2),3' -> [4, 4, 3] (one count per node), or None when malformed."""
+    counts = []
+    for part in raw.strip().split(","):
+        match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
+        if not match:
+            return None
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts or None
+
+
+def parse_slurm_task_count(raw, node_id):
+    """The task count of this node (SLURM_NODEID picks it when counts differ per node)."""
+    counts = parse_slurm_task_counts(raw)
+    if counts is None:
+        return None, "not a SLURM task count like 4 or 4(x2)"
+    if node_id is not None and 0 <= node_id < len(counts):
+        return counts[node_id], None
+    return max(counts), None
+
+
+def get_environment_facts():
+    threads = {}
+    for name in THREAD_VARIABLES:
+        if name in os.environ:
+            threads[name] = os.environ[name]
+    launch = {}
+    node_id = parse_int_variable(os.environ.get("SLURM_NODEID", ""))[0]
+    for name in LAUNCH_INT_VARIABLES:
+        if name in os.environ:
+            if name in SLURM_TASK_COUNT_VARIABLES:
+                value, error = parse_slurm_task_count(os.environ[name], node_id)
+            else:
+                value, error = parse_int_variable(os.environ[name])
+            launch[name] = {"raw": os.environ[name], "value": value, "error": error}
+    for name in LAUNCH_STR_VARIABLES:
+        if name in os.environ:
+            launch[name] = {"raw": os.environ[name], "value": os.environ[name], "error": None}
+    interfaces = None
+    if os.path.isdir("/sys/class/net"):
+        interfaces = sorted(os.listdir("/sys/class/net"))
+    hostname = os.uname()[1] if hasattr(os, "uname") else None
+    return {
+        "threads": threads,
+        "launch": launch,
+        "network_interfaces": interfaces,
+        "launcher": detect_launcher(),
+        "hostname": hostname,
+        "name_resolution": get_name_resolution_facts(hostname, os.environ.get("MASTER_ADDR")),
+    }
+
+
+def read_hosts_file(path=HOSTS_FILE):
+    """/etc/hosts as {lower-case name: [addresses in file order]}; None if unreadable."""
+    text = read_text(path)
+    if text is None:
+        return None
+    names = {}
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            names.setdefault(name.lower(), []).append(fields[0])
+    return names
+
+
+def nsswitch_hosts_order():
+    """The 'hosts:' sources of /etc/nsswitch.conf, e.g. ['files', 'dns']; None if unread."""
+    text = read_text("/etc/nsswitch.conf")
+    for line in (text or "").splitlines():
+        if line.strip().startswith("hosts:"):
+            return [word for word in line.split(":", 1)[1].split() if not word.startswith("[")]
+    return None
+
+
+def is_loopback_address(text):
+    import ipaddress
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return None
+
+
+def resolve_without_dns(name, hosts):
+    """What a name stands for without asking DNS: a literal address, or its /etc/hosts lines.
+
+    getaddrinfo may still differ (DNS, nss-myhostname, a hosts order other
+    than 'files' first), so the evidence says where the answer came from.
+    `loopback`: every address is loopback (a store client tries them in
+    order); `first_loopback`: the first one is (gloo binds to the first it can).
+    """
+    if name is None:
+        return None
+    name = name.strip()
+    literal = is_loopback_address(name.strip("[]"))
+    if literal is not None:
+        return {"name": name, "source": "literal", "addresses": [name.strip("[]")], "loopback": literal,
+                "first_loopback": literal}
+    addresses = (hosts or {}).get(name.lower(), [])
+    if addresses:
+        flags = [is_loopback_address(address) is True for address in addresses]
+        return {"name": name, "source": HOSTS_FILE, "addresses": addresses, "loopback": all(flags),
+                "first_loopback": flags[0]}
+    # glibc answers "localhost" itself when /etc/hosts lacks it.
+    known = True if name.lower() == "localhost" else None
+    return {"name": name, "source": "not-in-hosts-file" if hosts is not None else "hosts-file-unreadable",
+            "addresses": [], "loopback": known, "first_loopback": known}
+
+
+def get_name_resolution_facts(hostname, master_addr):
+    hosts = read_hosts_file()
+    return {
+        "hosts_order": nsswitch_hosts_order(),
+        "hostname": resolve_without_dns(hostname, hosts),
+        "MASTER_ADDR": resolve_without_dns(master_addr, hosts),
+    }
+
+
+def detect_launcher():
+    if "TORCHELASTIC_RUN_ID" in os.environ or "GROUP_RANK" in os.environ:
+        return "torchrun"
+    if "SLURM_PROCID" in os.environ:
+        return "slurm"
+    if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
+        return "mpi"
+    if "RANK" in os.environ or "WORLD_SIZE" in os.environ:
+        return "env"
+    return None
+
+
+def gather_static_facts():
+    return {
+        "python": get_python_facts(),
+        "distributions": get_distribution_facts(),
+        "torch_build": get_torch_build_facts(),
+        "pyg_source": get_pyg_source_facts(),
+        "cpu": get_cpu_facts(),
+        "environment": get_environment_facts(),
+    }
