@@ -15,8 +15,8 @@ LocalFeatureStore.from_partition, fed from what was already loaded, so the
 verdict for every part is PyG's own.
 
 Read-only: nothing in the folder is written, renamed or deleted. Loading and
-PyG's from_partition run in a child process (check_sampling_backends.py's
-sandbox), so a file that crashes or hangs the unpickler or PyG yields a
+PyG's from_partition run in a child process (the shared sandbox,
+diagnostics_core), so a file that crashes or hangs the unpickler or PyG yields a
 finding, not a dead or stuck checker.
 """
 
@@ -27,19 +27,16 @@ import re
 import sys
 import time
 
-sys.dont_write_bytecode = True  # importing the shared module must not write scripts/__pycache__
+sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_sampling_backends as core  # noqa: E402  (the shared sandbox, sanitiser and exit codes)
+from diagnostics_core import calls, cli, sandbox  # noqa: E402
+from diagnostics_core.calls import CallTimeout, CallerState, error_text, type_name  # noqa: E402
+from diagnostics_core.contract import Tool  # noqa: E402
+from diagnostics_core.text import quote, write_json  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
-DOCS = "references/troubleshooting.md"
-
-EXIT_OK = core.EXIT_OK
-EXIT_CHECK_FAILED = core.EXIT_GATE_FAILED
-EXIT_USAGE = core.EXIT_USAGE
-EXIT_INTERNAL = core.EXIT_INTERNAL
 CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
 
 DEFAULT_TIMEOUT = 120.0
@@ -76,6 +73,10 @@ FINDINGS = {
     "partition-stack-missing": ("error", "torch or torch_geometric is not importable in this interpreter"),
     "partition-checker-internal-error": ("error", "the checker itself failed"),
 }
+
+TOOL = Tool("check_partition", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
+            usage_id="partition-usage-error", internal_id="partition-checker-internal-error")
+finding = TOOL.finding
 
 USAGE = """\
 %(prog)s ROOT [--labels PATH] [--label-node-type TYPE] [--allow-pickle]
@@ -120,56 +121,8 @@ examples:
 # Bounded loading, the way PyG loads
 # ---------------------------------------------------------------------------
 
-class CallTimeout(Exception):
-    """A file load exceeded its time bound."""
-
-
 class PickleFallbackNotRun(Exception):
     """PyG would retry with weights_only=False; not done without --allow-pickle."""
-
-
-class BoundedCaller:
-    """Runs each load in a daemon thread and waits at most `timeout` seconds.
-
-    After the first timeout every later load is refused: a hung filesystem
-    would make each of them wait the full bound.
-    """
-
-    def __init__(self, timeout, reporter=None):
-        self.timeout = timeout
-        self.reporter = reporter  # announces each load to the parent, which kills a load stuck in C
-        self.timed_out = None
-
-    def __call__(self, what, function, *args):
-        if self.timed_out is not None:
-            raise CallTimeout("not attempted after an earlier timeout")
-        outcome = {}
-        if self.reporter:
-            self.reporter.begin(what, self.timeout)
-        try:
-            return self.run(what, function, args, outcome)
-        finally:
-            if self.reporter:
-                self.reporter.end()
-
-    def run(self, what, function, args, outcome):
-        import threading
-
-        def target():
-            try:
-                outcome["value"] = function(*args)
-            except BaseException as error:
-                outcome["error"] = error
-
-        worker = threading.Thread(target=target, name="partition-load", daemon=True)
-        worker.start()
-        worker.join(self.timeout)
-        if worker.is_alive():
-            self.timed_out = {"call": what, "timeout_s": self.timeout}
-            raise CallTimeout(what)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
 
 
 def torch_load_as_pyg(path, allow_pickle):
@@ -236,23 +189,9 @@ def load_file(path, options, call):
     return Loaded(path, "pickle-fallback-loaded" if fallback else "ok", value)
 
 
-def error_text(error):
-    text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, core.safe_str(error)))  # torch bolds
-    # torch's weights_only errors open with a long preamble; the cause follows "WeightsUnpickler error:".
-    cause = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\n|$)", text, re.S)
-    if cause:
-        text = "%s: weights_only load failed: %s" % (type(error).__name__, cause.group(1).strip())
-    return core.sanitise_text(text, 700)
-
-
 # ---------------------------------------------------------------------------
 # Small tensor helpers (all return plain data)
 # ---------------------------------------------------------------------------
-
-def type_name(value):
-    kind = type(value)
-    return kind.__qualname__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__, kind.__qualname__)
-
 
 def describe(value):
     import torch
@@ -825,12 +764,6 @@ def coverage_facts(totals):
 # Rules: facts -> findings
 # ---------------------------------------------------------------------------
 
-def finding(finding_id, evidence, fix=None, severity=None, title=None):
-    default_severity, default_title = FINDINGS[finding_id]
-    return {"id": finding_id, "severity": severity or default_severity, "title": title or default_title,
-            "evidence": evidence, "fix": fix, "docs": "%s#%s" % (DOCS, finding_id)}
-
-
 REPARTITION = ("re-run torch_geometric.distributed.Partitioner(data, num_parts, root).generate_partition() with "
                "the installed PyG into an empty folder and copy that folder whole to every machine")
 
@@ -915,11 +848,6 @@ def edge_feats_fix(root):
             "weights_only=False)), p) for p in glob.glob('%s')]\"  # only for a folder you wrote yourself"
             % (quote(root.rstrip(os.sep)), quote(root.rstrip(os.sep)), quote(sys.executable),
                pattern.replace("'", "\\'")))
-
-
-def quote(text):
-    import shlex
-    return shlex.quote(text)
 
 
 def rule_maps(facts, options):
@@ -1213,9 +1141,7 @@ def diagnose(facts, options, caller):
     findings = rule_timeout(facts, options, caller)
     for rule in RULES:
         findings.extend(rule(facts, options))
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: order[f["severity"]])
-    return findings
+    return findings  # Tool.document sorts them by severity
 
 
 # ---------------------------------------------------------------------------
@@ -1226,46 +1152,23 @@ FACT_SECTIONS = ("root", "loading", "meta", "layout", "maps", "parts", "coverage
 
 
 def render(facts, findings, options, started, internal_error=None, usage_error=False):
-    if internal_error is not None:
-        findings = list(findings) + [finding("partition-checker-internal-error", internal_error,
-                                             fix="report it with this JSON attached")]
-    has_error = any(f["severity"] == "error" for f in findings)
     # The gate "contract" fails on any error finding; it is not applied when the run never started.
+    has_error = any(f["severity"] == "error" for f in findings)
     gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
-    if internal_error is not None:
-        status, exit_code = "internal-error", EXIT_INTERNAL
-    elif usage_error:
-        status, exit_code = "usage-error", EXIT_USAGE
-    elif has_error:
-        status, exit_code = "gate-failed", EXIT_CHECK_FAILED
-    else:
-        exit_code = EXIT_OK
-        status = "warning" if any(f["severity"] == "warning" for f in findings) else "ok"
     parts = facts.get("parts") or []
-    document = {
-        "schema_version": SCHEMA_VERSION,
-        "ok": not has_error and not usage_error and internal_error is None,
-        "status": status,
-        "exit_code": exit_code,
-        "findings": findings,
-        "gates": gates,
-        "checker": {"name": "check_partition", "version": CHECKER_VERSION, "argv": sys.argv[1:],
-                    "timeout_s": getattr(options, "timeout", None), "elapsed_s": round(time.time() - started, 3),
-                    "read_only": True, "child": facts.get("child")},
-        "verdict": {"parts_checked": len(parts),
-                    "from_partition_fails": sorted(p["index"] for p in parts if any(
-                        v["loads"] is False for v in p.get("from_partition", {}).values())),
-                    "from_partition_unknown": sorted(p["index"] for p in parts if any(
-                        v["loads"] is None for v in p.get("from_partition", {}).values()))},
-    }
+    meta = {"name": TOOL.name, "version": CHECKER_VERSION, "argv": sys.argv[1:],
+            "timeout_s": getattr(options, "timeout", None), "elapsed_s": round(time.time() - started, 3),
+            "read_only": True, "child": facts.get("child")}
+    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
+    document["verdict"] = {
+        "parts_checked": len(parts),
+        "from_partition_fails": sorted(p["index"] for p in parts if any(
+            v["loads"] is False for v in p.get("from_partition", {}).values())),
+        "from_partition_unknown": sorted(p["index"] for p in parts if any(
+            v["loads"] is None for v in p.get("from_partition", {}).values()))}
     for section in FACT_SECTIONS:
         document[section] = facts.get(section)
     return document, exit_code
-
-
-def list_findings():
-    return [{"id": fid, "severity": severity, "title": title, "docs": "%s#%s" % (DOCS, fid)}
-            for fid, (severity, title) in sorted(FINDINGS.items())]
 
 
 # ---------------------------------------------------------------------------
@@ -1273,21 +1176,12 @@ def list_findings():
 # ---------------------------------------------------------------------------
 
 def build_parser():
-    import argparse
-
-    class OneLineErrorParser(argparse.ArgumentParser):
-        def error(self, message):
-            usage_exit(finding("partition-usage-error", {"error": message, "argv": sys.argv[1:]},
-                               fix="python scripts/check_partition.py --help"),
-                       "%s: error: %s (see --help)" % (self.prog, message))
-
-    parser = OneLineErrorParser(
-        usage=USAGE, epilog=EPILOG,
+    parser = cli.make_parser(
+        TOOL, usage=USAGE, epilog=EPILOG,
         description="Validate a partition folder written by torch_geometric.distributed.Partitioner before "
                     "training: META.json, part_N/ folders and files, node/edge map coverage, offsets, type "
                     "lists, feature rows, labels and seed splits, and PyG's own from_partition verdict for every "
-                    "part on this torch. Prints one JSON document with findings (evidence, fix, docs anchor).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "part on this torch. Prints one JSON document with findings (evidence, fix, docs anchor).")
     parser.add_argument("root", nargs="?", metavar="ROOT", help="the folder holding META.json and part_0/, ...")
     parser.add_argument("--labels", metavar="PATH",
                         help="label tensor to check (default: <parent>/*-label/label.pt, if present)")
@@ -1297,100 +1191,62 @@ def build_parser():
     parser.add_argument("--allow-pickle", action="store_true",
                         help="load files PyG would load with weights_only=False the same way (runs code from "
                              "the files: only for folders you wrote yourself)")
-    parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds, default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
                         help="bound on each file load (default %(default)s)")
-    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
-    parser.add_argument("--list-findings", action="store_true",
-                        help="print every finding id this checker can emit, as JSON, and exit 0")
     return parser
-
-
-def positive_seconds(text):
-    import argparse
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text)
-    if not 0.1 <= value <= 86400:
-        raise argparse.ArgumentTypeError("must be between 0.1 and 86400 seconds, got %s" % text)
-    return value
-
-
-class CallerState:
-    """What the parent knows of the child's loads (the child's BoundedCaller, or the kill)."""
-
-    def __init__(self, timed_out=None):
-        self.timed_out = timed_out
-
-
-STARTED = time.time()
-
-
-def usage_exit(usage_finding, line):
-    """Exit 2: one line on stderr and a JSON document whose finding says why."""
-    document, exit_code = render({}, [usage_finding], None, STARTED, usage_error=True)
-    sys.stderr.write(line.rstrip("\n") + "\n")
-    core.write_json(document)
-    sys.exit(exit_code)
 
 
 def child_main(options_text):
     """The child process: load the folder the way PyG does and publish the facts."""
-    import argparse
-    core.quiet_child_process()
-    reporter = core.CallReporter()
-    options = argparse.Namespace(**json.loads(options_text))
-    caller = BoundedCaller(options.timeout, reporter)
+    options, reporter = calls.start_child(options_text)
+    caller = calls.BoundedCaller(options.timeout, reporter, thread_name="partition-load")
     # urllib3 binds a socket at import time to test for IPv6: refused here, nothing needs the network.
-    core.refuse_sockets()
+    sandbox.refuse_sockets()
     reporter.begin("import torch, torch_geometric", max(options.timeout, 120.0))
     import torch_geometric.distributed  # noqa: F401  (imported here so the load is bounded and announced)
     reporter.end()
     facts = gather_facts(options.root, options, caller, reporter)
-    reporter.done(facts=facts, timed_out=caller.timed_out)
-    sys.stderr.flush()
-    os._exit(0)  # a load may still be blocked in a daemon thread; do not wait for it
+    calls.finish_child(reporter, facts=facts, caller=caller.state())
 
 
 def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
-    command = [sys.executable, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(vars(options))]
-    facts, done, running, outcome = core.run_call_child(command, core.child_environment())
+    facts, done, outcome, timed_out, crash = calls.run_tool_child(__file__, CHILD_FLAG, options, "load")
     if done is not None:
-        facts, state = done["facts"], CallerState(done.get("timed_out"))
+        facts, state = done["facts"], CallerState(**done["caller"])
     else:
-        timed_out, crash = core.call_child_cut_short(outcome, running, "load")
-        state = CallerState(timed_out)
+        state = CallerState(timed_out=timed_out)
         if crash:
             facts["crash"] = crash
     for key, value in (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None),
                        ("layout", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None)):
         facts.setdefault(key, value)  # sections a crash or kill cut short
-    facts["child"] = core.call_child_summary(outcome)
+    facts["child"] = sandbox.call_child_summary(outcome)
     return facts, state
 
 
-def main(argv=None):
-    started = time.time()
-    parser = build_parser()
-    options = parser.parse_args(argv)
-    if options.list_findings:
-        core.write_json(list_findings(), options.pretty)
-        return EXIT_OK
+def check_command_line(parser, options):
     if not options.root:
         parser.error("ROOT is required")
     if not os.path.isdir(options.root):
         parser.error("ROOT %r is not a directory" % options.root)
     if options.labels and not os.path.isfile(options.labels):
         parser.error("--labels %r is not a file" % options.labels)
-    missing = core.missing_torch_stack()
-    if missing:
-        usage_exit(finding("partition-stack-missing", {"missing": missing, "interpreter": sys.executable,
-                                                       "python": sys.version.split()[0]},
-                           fix="%s -m pip install torch torch_geometric  # or run this checker with the "
-                               "interpreter of the training environment" % core.quote(sys.executable)),
-                   "check_partition.py: error: %s not importable by %s (partition-stack-missing)"
-                   % (" and ".join(missing), sys.executable))
+    calls.require_torch_stack(TOOL, "partition-stack-missing")
+
+
+def main(argv=None):
+    started = time.time()
+    parser = build_parser()
+    try:
+        options = parser.parse_args(argv)
+        answered = cli.metadata_command(TOOL, options)
+        if answered is not None:
+            return answered
+        check_command_line(parser, options)
+    except cli.UsageError as error:
+        document, exit_code = render({}, [error.finding(TOOL)], None, started, usage_error=True)
+        return cli.refuse(TOOL, error, document)
     state, facts, findings = CallerState(), {}, []
     try:
         facts, state = run_child(options)
@@ -1400,7 +1256,7 @@ def main(argv=None):
         import traceback
         document, exit_code = render(facts, findings, options, started, internal_error={
             "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
-    core.write_json(document, options.pretty)
+    write_json(document, options.pretty)
     return exit_code
 
 

@@ -11,7 +11,7 @@ pair when a sampling backend works, and prints one JSON document with findings
 Read-only by default: only get_* calls are made. Write checks (put, overwrite,
 remove on a scratch attribute, restoring what was there) run only with
 --write-check. The stores, and PyG's sampler on their data, run in a child
-process (check_sampling_backends.py's sandbox); every call is bounded in wall
+process (the shared sandbox, diagnostics_core); every call is bounded in wall
 time, so a segfaulting, hanging or daemonising store yields a finding instead
 of a crash, a hang or a stray process.
 """
@@ -22,19 +22,17 @@ import re
 import sys
 import time
 
-sys.dont_write_bytecode = True  # importing the shared module must not write scripts/__pycache__
+sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_sampling_backends as core  # noqa: E402  (the shared sandbox, sanitiser and exit codes)
+from diagnostics_core import calls, cli, sandbox  # noqa: E402
+from diagnostics_core.calls import CallSkipped, CallTimeout, CallerState, error_text, type_name  # noqa: E402
+from diagnostics_core.contract import Tool  # noqa: E402
+from diagnostics_core.markdown import terminal_line  # noqa: E402
+from diagnostics_core.text import safe_str, sanitise_text, write_json  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
-DOCS = "references/troubleshooting.md"
-
-EXIT_OK = core.EXIT_OK
-EXIT_CHECK_FAILED = core.EXIT_GATE_FAILED
-EXIT_USAGE = core.EXIT_USAGE
-EXIT_INTERNAL = core.EXIT_INTERNAL
 CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
 
 DEFAULT_TIMEOUT = 10.0
@@ -85,6 +83,10 @@ FINDINGS = {
     "store-checker-internal-error": ("error", "the checker itself failed"),
 }
 
+TOOL = Tool("check_store_contract", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
+            usage_id="store-usage-error", internal_id="store-checker-internal-error")
+finding = TOOL.finding
+
 USAGE = """\
 %(prog)s MODULE:CALLABLE [options]
        %(prog)s --feature-store MODULE:CALLABLE --graph-store MODULE:CALLABLE [options]
@@ -133,78 +135,9 @@ examples:
 # Bounded calls into user code
 # ---------------------------------------------------------------------------
 
-class CallTimeout(Exception):
-    """A store call exceeded its time bound."""
-
-
-class CallSkipped(Exception):
-    """Not attempted because an earlier call timed out."""
-
-
-class BoundedCaller:
-    """Runs each store call in a daemon thread and waits at most `timeout` s.
-
-    After the first timeout every later call is skipped: a store that hangs
-    once usually hangs again, and each wait would cost the full bound. Each
-    call is announced to the parent process (reporter), which kills this
-    child if the call outlives its bound while holding the GIL.
-    """
-
-    def __init__(self, timeout, reporter=None):
-        self.timeout = timeout
-        self.reporter = reporter
-        self.count = 0
-        self.timed_out = None  # {"call": ..., "timeout_s": ...} of the hung call
-        self.skipped = []
-
-    def __call__(self, what, function, *args, timeout=None, **kwargs):
-        import threading
-        if self.timed_out is not None:
-            self.skipped.append(what)
-            raise CallSkipped(what)
-        bound = timeout or self.timeout
-        outcome = {}
-
-        def target():
-            try:
-                outcome["value"] = function(*args, **kwargs)
-            except BaseException as error:  # handed to the caller's thread
-                outcome["error"] = error
-
-        self.count += 1
-        worker = threading.Thread(target=target, name="store-call", daemon=True)
-        if self.reporter:
-            self.reporter.begin(what, bound)
-        worker.start()
-        worker.join(bound)
-        if self.reporter:
-            self.reporter.end()
-        if worker.is_alive():
-            self.timed_out = {"call": what, "timeout_s": bound}
-            raise CallTimeout(what)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
-
-
 # ---------------------------------------------------------------------------
 # Small helpers
 # ---------------------------------------------------------------------------
-
-def type_name(value):
-    kind = type(value)
-    module = kind.__module__
-    return kind.__qualname__ if module == "builtins" else "%s.%s" % (module, kind.__qualname__)
-
-
-def error_text(error):
-    text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, core.safe_str(error)))  # torch bolds
-    # torch's weights_only errors open with a long preamble; the cause follows "WeightsUnpickler error:".
-    cause = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\n|$)", text, re.S)
-    if cause:
-        text = "%s: weights_only load failed: %s" % (type(error).__name__, cause.group(1).strip())
-    return core.sanitise_text(text, 700)
-
 
 def describe(value):
     """Plain description of what a store call returned."""
@@ -354,7 +287,7 @@ def gather_setup(options, call):
         facts.update(status="timeout", error="building the stores did not finish in %ss" % options.setup_timeout)
         return facts, None, None
     except ReferenceNotFound as error:
-        facts.update(status="not-found", error=core.sanitise_text(core.safe_str(error), 700))
+        facts.update(status="not-found", error=sanitise_text(safe_str(error), 700))
         return facts, None, None
     except (Exception, SystemExit) as error:  # user code: import errors, sys.exit(), anything
         import traceback
@@ -974,12 +907,6 @@ def gather_facts(options, call, out):
 # Rules: facts -> findings
 # ---------------------------------------------------------------------------
 
-def finding(finding_id, evidence, fix=None, severity=None, title=None):
-    default_severity, default_title = FINDINGS[finding_id]
-    return {"id": finding_id, "severity": severity or default_severity, "title": title or default_title,
-            "evidence": evidence, "fix": fix, "docs": "%s#%s" % (DOCS, finding_id)}
-
-
 def rule_setup(facts, options):
     setup = facts["setup"]
     if setup is None or setup["status"] == "timeout":
@@ -1397,9 +1324,7 @@ def diagnose(facts, options, caller):
     findings = rule_timeout(facts, options, caller)
     for rule in RULES:
         findings.extend(rule(facts, options))
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: order[f["severity"]])
-    return findings
+    return findings  # Tool.document sorts them by severity
 
 
 # ---------------------------------------------------------------------------
@@ -1411,51 +1336,27 @@ FACT_SECTIONS = ("setup", "tensor_attrs", "tensors", "edge_attrs", "edges", "gra
 
 
 def render(facts, findings, options, caller, started, internal_error=None, usage_error=False):
-    if internal_error is not None:
-        findings = list(findings) + [finding("store-checker-internal-error", internal_error,
-                                             fix="report it with this JSON attached")]
-    has_error = any(f["severity"] == "error" for f in findings)
     # The gate "contract" fails on any error finding; it is not applied when the run never started.
+    has_error = any(f["severity"] == "error" for f in findings)
     gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
-    if internal_error is not None:
-        status, exit_code = "internal-error", EXIT_INTERNAL
-    elif usage_error:
-        status, exit_code = "usage-error", EXIT_USAGE
-    elif has_error:
-        status, exit_code = "gate-failed", EXIT_CHECK_FAILED
-    else:
-        exit_code = EXIT_OK
-        status = "warning" if any(f["severity"] == "warning" for f in findings) else "ok"
-    document = {
-        "schema_version": SCHEMA_VERSION,
-        "ok": not has_error and not usage_error and internal_error is None,
-        "status": status,
-        "exit_code": exit_code,
-        "findings": findings,
-        "gates": gates,
-        "checker": {
-            "name": "check_store_contract",
-            "version": CHECKER_VERSION,
-            "argv": sys.argv[1:],
-            "timeout_s": getattr(options, "timeout", None),
-            "setup_timeout_s": getattr(options, "setup_timeout", None),
-            "write_check": bool(getattr(options, "write_check", False)),
-            "calls": caller.count,
-            "skipped_calls": len(caller.skipped),
-            "elapsed_s": round(time.time() - started, 3),
-            "read_only": not getattr(options, "write_check", False),
-            "child": facts.get("child"),
-        },
-        "versions": facts.get("versions"),
+    meta = {
+        "name": TOOL.name,
+        "version": CHECKER_VERSION,
+        "argv": sys.argv[1:],
+        "timeout_s": getattr(options, "timeout", None),
+        "setup_timeout_s": getattr(options, "setup_timeout", None),
+        "write_check": bool(getattr(options, "write_check", False)),
+        "calls": caller.count,
+        "skipped_calls": len(caller.skipped),
+        "elapsed_s": round(time.time() - started, 3),
+        "read_only": not getattr(options, "write_check", False),
+        "child": facts.get("child"),
     }
+    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
+    document["versions"] = facts.get("versions")
     for section in FACT_SECTIONS:
         document[section] = facts.get(section)
     return document, exit_code
-
-
-def list_findings():
-    return [{"id": fid, "severity": severity, "title": title, "docs": "%s#%s" % (DOCS, fid)}
-            for fid, (severity, title) in sorted(FINDINGS.items())]
 
 
 # ---------------------------------------------------------------------------
@@ -1463,21 +1364,12 @@ def list_findings():
 # ---------------------------------------------------------------------------
 
 def build_parser():
-    import argparse
-
-    class OneLineErrorParser(argparse.ArgumentParser):
-        def error(self, message):
-            usage_exit(finding("store-usage-error", {"error": message, "argv": sys.argv[1:]},
-                               fix="python scripts/check_store_contract.py --help"),
-                       "%s: error: %s (see --help)" % (self.prog, message))
-
-    parser = OneLineErrorParser(
-        usage=USAGE, epilog=EPILOG,
+    parser = cli.make_parser(
+        TOOL, usage=USAGE, epilog=EPILOG,
         description="Validate a custom FeatureStore/GraphStore pair against PyG's CRUD and sampling contract "
                     "before training: attribute listings, tensor types, dtypes, row counts, get_tensor_size, "
                     "indexed reads, edge-index layouts, missing-key behaviour and one real NeighborLoader "
-                    "batch. Prints one JSON document with findings (evidence, fix, docs anchor).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "batch. Prints one JSON document with findings (evidence, fix, docs anchor).")
     parser.add_argument("stores", nargs="?", metavar="MODULE:CALLABLE", type=reference,
                         help="callable returning a (FeatureStore, GraphStore) pair")
     parser.add_argument("--feature-store", metavar="MODULE:CALLABLE", type=reference,
@@ -1493,14 +1385,11 @@ def build_parser():
                              % SCRATCH_NAME)
     parser.add_argument("--skip-sampling", action="store_true",
                         help="do not build a NeighborLoader batch over the stores")
-    parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds, default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
                         help="bound on each store call (default %(default)s)")
-    parser.add_argument("--setup-timeout", metavar="SECONDS", type=positive_seconds,
+    parser.add_argument("--setup-timeout", metavar="SECONDS", type=cli.seconds,
                         default=DEFAULT_SETUP_TIMEOUT,
                         help="bound on building the stores and on the NeighborLoader batch (default %(default)s)")
-    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
-    parser.add_argument("--list-findings", action="store_true",
-                        help="print every finding id this checker can emit, as JSON, and exit 0")
     return parser
 
 
@@ -1524,24 +1413,6 @@ def directory(text):
     return os.path.abspath(text)
 
 
-def positive_seconds(text):
-    import argparse
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text)
-    if not 0.1 <= value <= 3600:
-        raise argparse.ArgumentTypeError("must be between 0.1 and 3600 seconds, got %s" % text)
-    return value
-
-
-class CallerState:
-    """What the parent knows of the child's calls (the child's BoundedCaller, or the kill)."""
-
-    def __init__(self, count=0, skipped=(), timed_out=None):
-        self.count, self.skipped, self.timed_out = count, list(skipped), timed_out
-
-
 class NoOptions:
     """Stand-in for parsed options when the command line itself was the problem."""
     timeout = setup_timeout = None
@@ -1549,28 +1420,14 @@ class NoOptions:
     path = ()
 
 
-STARTED = time.time()
-
-
-def usage_exit(usage_finding, line):
-    """Exit 2: one line on stderr and a JSON document whose finding says why."""
-    document, exit_code = render({}, [usage_finding], NoOptions(), CallerState(), STARTED, usage_error=True)
-    sys.stderr.write(line.rstrip("\n") + "\n")
-    core.write_json(document)
-    sys.exit(exit_code)
-
-
 def child_main(options_text):
     """The child process: import the stack and the stores, gather the facts, publish them."""
-    import argparse
-    core.quiet_child_process()
-    reporter = core.CallReporter()
-    options = argparse.Namespace(**json.loads(options_text))
-    caller = BoundedCaller(options.timeout, reporter)
+    options, reporter = calls.start_child(options_text)
+    caller = calls.BoundedCaller(options.timeout, reporter, thread_name="store-call")
     # urllib3 binds a socket at import time to test for IPv6; the libraries' own
     # import must not open one. The stores themselves may (a remote store).
     importing = {"libraries": True}
-    core.refuse_sockets(lambda: importing["libraries"])
+    sandbox.refuse_sockets(lambda: importing["libraries"])
     reporter.begin("import torch, torch_geometric", options.setup_timeout)
     versions = library_versions()
     reporter.end()
@@ -1578,21 +1435,16 @@ def child_main(options_text):
     reporter.publish("versions", versions)
     facts = gather_facts(options, caller, reporter)
     facts["versions"] = versions
-    reporter.done(facts=facts, caller={"count": caller.count, "skipped": caller.skipped,
-                                       "timed_out": caller.timed_out})
-    sys.stderr.flush()
-    os._exit(0)  # a store call may still be blocked in a daemon thread; do not wait for it
+    calls.finish_child(reporter, facts=facts, caller=caller.state())
 
 
 def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
-    command = [sys.executable, "-B", os.path.abspath(__file__), CHILD_FLAG, json.dumps(vars(options))]
-    facts, done, running, outcome = core.run_call_child(command, core.child_environment())
+    facts, done, outcome, timed_out, crash = calls.run_tool_child(__file__, CHILD_FLAG, options, "call")
     if done is not None:
         facts = done["facts"]
         state = CallerState(**done["caller"])
     else:
-        timed_out, crash = core.call_child_cut_short(outcome, running, "call")
         state = CallerState(timed_out=timed_out)
         if crash:
             facts["crash"] = crash
@@ -1602,7 +1454,7 @@ def run_child(options):
                        ("edges", []), ("graph_meta", None), ("missing_keys", None), ("sampling", None),
                        ("write_check", {"performed": False})):
         facts.setdefault(key, value)
-    facts["child"] = core.call_child_summary(outcome)
+    facts["child"] = sandbox.call_child_summary(outcome)
     return facts, state
 
 
@@ -1612,25 +1464,27 @@ def library_versions():
     return {"python": sys.version.split()[0], "torch": torch.__version__, "torch_geometric": torch_geometric.__version__}
 
 
-def main(argv=None):
-    started = time.time()
-    parser = build_parser()
-    options = parser.parse_args(argv)
-    if options.list_findings:
-        core.write_json(list_findings(), options.pretty)
-        return EXIT_OK
+def check_command_line(parser, options):
     if options.stores and (options.feature_store or options.graph_store):
         parser.error("give either MODULE:CALLABLE or --feature-store/--graph-store, not both")
     if not options.stores and not (options.feature_store and options.graph_store):
         parser.error("give MODULE:CALLABLE, or both --feature-store and --graph-store")
-    missing = core.missing_torch_stack()
-    if missing:
-        usage_exit(finding("store-stack-missing", {"missing": missing, "interpreter": sys.executable,
-                                                   "python": sys.version.split()[0]},
-                           fix="%s -m pip install torch torch_geometric  # or run this checker with the "
-                               "interpreter of the training environment" % core.quote(sys.executable)),
-                   "check_store_contract.py: error: %s not importable by %s (store-stack-missing)"
-                   % (" and ".join(missing), sys.executable))
+    calls.require_torch_stack(TOOL, "store-stack-missing")
+
+
+def main(argv=None):
+    started = time.time()
+    parser = build_parser()
+    try:
+        options = parser.parse_args(argv)
+        answered = cli.metadata_command(TOOL, options)
+        if answered is not None:
+            return answered
+        check_command_line(parser, options)
+    except cli.UsageError as error:
+        document, exit_code = render({}, [error.finding(TOOL)], NoOptions(), CallerState(), started,
+                                     usage_error=True)
+        return cli.refuse(TOOL, error, document)
     state, facts, findings = CallerState(), {}, []
     try:
         facts, state = run_child(options)
@@ -1638,13 +1492,13 @@ def main(argv=None):
         not_found = (facts.get("setup") or {}).get("status") == "not-found"
         document, exit_code = render(facts, findings, options, state, started, usage_error=not_found)
         if not_found:
-            sys.stderr.write("check_store_contract.py: error: %s (store-reference-not-found)\n"
-                             % facts["setup"]["error"])
+            sys.stderr.write(terminal_line("check_store_contract.py: error: %s (store-reference-not-found)"
+                                               % facts["setup"]["error"]) + "\n")
     except Exception as error:
         import traceback
         document, exit_code = render(facts, findings, options, state, started, internal_error={
             "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
-    core.write_json(document, options.pretty)
+    write_json(document, options.pretty)
     return exit_code
 
 

@@ -13,19 +13,23 @@ Gather the reports first (the checker writes nothing itself), one per node:
     'python scripts/check_sampling_backends.py > reports/$(hostname).json'
 """
 
-import argparse
 import collections
 import json
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_sampling_backends as core  # noqa: E402  (shared exit codes and interface rules)
+sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diagnostics_core import cli, wheels  # noqa: E402
+from diagnostics_core.contract import Tool  # noqa: E402
+from diagnostics_core.markdown import cell, code  # noqa: E402
+from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces  # noqa: E402
+from diagnostics_core.text import write_json, write_text  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 TOOL_VERSION = "1.0.0"
-DOCS = "references/troubleshooting.md"
 GATE = "consistent"
 
 FINDINGS = {
@@ -40,11 +44,15 @@ FINDINGS = {
     "cluster-single-report": ("info", "only one report: nothing to compare"),
     "cluster-report-unreadable": ("error", "a report file is missing, not JSON or not a checker report"),
     "cluster-compare-internal-error": ("error", "the compare script itself failed"),
+    "cluster-usage-error": ("error", "the command line is not valid"),
 }
+
+TOOL = Tool("compare_reports", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,
+            usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
 
 USAGE = """\
 %(prog)s REPORT_OR_DIR [REPORT_OR_DIR ...] [--format json|markdown] [--pretty]
-       %(prog)s --list-findings"""
+       %(prog)s --list-findings | --explain ID"""
 
 EPILOG = """\
 gathering (one report per node; the checker prints, the shell writes):
@@ -62,8 +70,8 @@ exit codes:
   0  the reports agree (info and warning findings allowed)
   1  gate 'consistent' failed: an error finding (drift, launch disagreement,
      duplicate or missing rank, missing interface)
-  2  usage error: no report given, or a file is unreadable or not a checker
-     report (one line on stderr; the JSON names the file)
+  2  usage error: a bad flag, no report given, or a file is unreadable or
+     not a checker report (one line on stderr; the JSON names the file)
   3  internal error (JSON still printed)
 """
 
@@ -83,12 +91,6 @@ RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
                   ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"))
 
 
-class UsageError(Exception):
-    def __init__(self, message, evidence):
-        Exception.__init__(self, message)
-        self.evidence = evidence
-
-
 # ---------------------------------------------------------------------------
 # Reading reports
 # ---------------------------------------------------------------------------
@@ -104,14 +106,19 @@ def report_paths(arguments):
     return paths
 
 
+def unreadable(message, evidence):
+    return cli.UsageError("compare_reports.py: error: %s" % message, "cluster-report-unreadable", evidence,
+                          "gather it again: python scripts/check_sampling_backends.py > reports/$(hostname).json")
+
+
 def load_report(path):
     try:
         with open(path, "rb") as handle:
             document = json.loads(handle.read().decode("utf-8"))
     except (OSError, ValueError) as error:
-        raise UsageError("%s: %s" % (path, error), {"file": path, "error": str(error)[:300]})
+        raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)[:300]})
     if not isinstance(document, dict) or "findings" not in document or "environment" not in document:
-        raise UsageError("%s: not a check_sampling_backends.py report" % path,
+        raise unreadable("%s: not a check_sampling_backends.py report" % path,
                          {"file": path, "error": "no 'findings' and 'environment' keys"})
     return document
 
@@ -193,7 +200,7 @@ def compared_facts(report):
             value = ".".join(value.split(".")[:2])  # patch releases interoperate
         facts[name] = (value, finding_id)
     modules = sorted(report.get("extensions") or {})
-    for module in modules or [m for m, _ in core.EXTENSIONS]:
+    for module in modules or [m for m, _ in wheels.EXTENSIONS]:
         facts[module] = (extension_value(report, module), "cluster-stack-drift")
     for name in LAUNCH_AGREED:
         entry = launch_environment(report).get(name)
@@ -215,9 +222,7 @@ def group(entries, values):
 # ---------------------------------------------------------------------------
 
 def finding(finding_id, evidence, fix):
-    severity, title = FINDINGS[finding_id]
-    return {"id": finding_id, "severity": severity, "title": title, "evidence": evidence, "fix": fix,
-            "docs": "%s#%s" % (DOCS, finding_id)}
+    return TOOL.finding(finding_id, evidence, fix)
 
 
 # Where each compared module's file is recorded in a report.
@@ -237,15 +242,15 @@ def extension_install(python, package, version, model):
     wheel table says PyG's index has one for that torch, else the source build (never a guessed wheel)."""
     install = dig(model, ("install",)) if isinstance(dig(model, ("install",)), dict) else {}
     model_python = dig(model, ("python", "version"))
-    python_version = core.parse_version(model_python)[:2] if isinstance(model_python, str) else (3, 11)
+    python_version = wheels.parse_version(model_python)[:2] if isinstance(model_python, str) else (3, 11)
     minor, variant, platform_name = install.get("torch_minor"), install.get("variant"), install.get("platform")
     if minor and variant and platform_name and isinstance(install.get("index_url"), str):
-        if core.wheel_status(package, minor, variant, platform_name, python_version)["wheel"]:
+        if wheels.wheel_status(package, minor, variant, platform_name, python_version)["wheel"]:
             return "%s -m pip install --only-binary=:all: %s==%s -f %s" % (
                 python, package, version, install["index_url"])
-    if package in dict(core.SOURCE_BUILDS):
+    if package in dict(wheels.SOURCE_BUILDS):
         return "%s  # no wheel known for torch %s+%s: a source build" % (
-            core.source_build_command(python, [package]), minor, variant)
+            wheels.source_build_command(python, [package]), minor, variant)
     return "python scripts/check_sampling_backends.py (its findings give that node's install command)"
 
 
@@ -264,8 +269,8 @@ def install_fix(name, reference, others, entries, reports):
             # A copy outside the interpreter's own prefix shadows the installed one.
             fixes.append("on %s: %s is imported from %s, outside %s: remove its folder from PYTHONPATH"
                          % (label, name, os.path.dirname(os.path.dirname(path)), prefix))
-        elif name in core.EXTENSION_DIST:
-            package = core.EXTENSION_DIST[name]
+        elif name in wheels.EXTENSION_DIST:
+            package = wheels.EXTENSION_DIST[name]
             if value and value.startswith("ok "):
                 fixes.append("on %s: %s" % (label, extension_install(python, package, value[3:], model)))
             else:
@@ -343,10 +348,10 @@ def rule_interfaces(entries, reports):
         interfaces = dig(report, ("environment", "network_interfaces"))
         if not isinstance(interfaces, list):
             continue
-        for name in core.SOCKET_IFNAME_VARIABLES:
+        for name in SOCKET_IFNAME_VARIABLES:
             raw = launch_environment(report).get(name)
             if isinstance(raw, dict):
-                absent = core.absent_interfaces(name, raw["raw"], interfaces)
+                absent = absent_interfaces(name, raw["raw"], interfaces)
                 if absent:
                     missing.setdefault(entry["label"], {})[name] = {
                         "value": raw["raw"], "absent": absent, "interfaces": interfaces}
@@ -405,78 +410,53 @@ def compare(paths, reports):
 # ---------------------------------------------------------------------------
 
 def render(entries, findings, summary, started, internal_error=None, usage_error=False):
-    if internal_error is not None:
-        findings = findings + [finding("cluster-compare-internal-error", internal_error,
-                                       "report it with the reports attached")]
     errors = any(f["severity"] == "error" for f in findings)
-    gates = {GATE: {"passed": not errors}}
-    if internal_error is not None:
-        status, exit_code = "internal-error", core.EXIT_INTERNAL
-    elif usage_error:
-        status, exit_code = "usage-error", core.EXIT_USAGE
-    elif errors:
-        status, exit_code = "gate-failed", core.EXIT_GATE_FAILED
-    else:
-        status = "warning" if any(f["severity"] == "warning" for f in findings) else "ok"
-        exit_code = core.EXIT_OK
-    return {
-        "schema_version": SCHEMA_VERSION, "ok": not errors and internal_error is None and not usage_error,
-        "status": status, "exit_code": exit_code, "findings": findings, "gates": gates,
-        "tool": {"name": "compare_reports.py", "version": TOOL_VERSION, "argv": sys.argv[1:],
-                 "elapsed_s": round(time.time() - started, 3), "read_only": True},
-        "reports": entries, "groups": summary,
-    }, exit_code
-
-
-def markdown_value(value):
-    return "none" if value is None else str(value).replace("|", "\\|")
+    # The gate is not applied when the run never started (a usage error) or broke.
+    gates = {} if usage_error or internal_error is not None else {GATE: {"passed": not errors}}
+    meta = {"name": "compare_reports.py", "version": TOOL_VERSION, "argv": sys.argv[1:],
+            "elapsed_s": round(time.time() - started, 3), "read_only": True}
+    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
+    document.update(reports=entries, groups=summary)
+    return document, exit_code
 
 
 def to_markdown(document):
     lines = ["# Cluster comparison: %s (exit %d)" % (document["status"], document["exit_code"]), ""]
     entries = document["reports"]
     if entries:
-        lines += ["| fact | " + " | ".join(e["label"] for e in entries) + " |",
+        lines += ["| fact | " + " | ".join(cell(e["label"]) for e in entries) + " |",
                   "|---|" + "---|" * len(entries)]
         for name, groups in document["groups"].items():
             by_host = dict((h, g["value"]) for g in groups for h in g["hosts"])
             mark = " **(differs)**" if len(groups) > 1 else ""
-            lines.append("| %s%s | %s |" % (name, mark, " | ".join(
-                markdown_value(by_host[e["label"]]) if e["label"] in by_host else "(not reported)"
-                for e in entries)))
+            lines.append("| %s%s | %s |" % (cell(name), mark, " | ".join(
+                cell(by_host[e["label"]]) if e["label"] in by_host else "(not reported)" for e in entries)))
         lines.append("")
     for item in document["findings"]:
-        evidence = item["evidence"]
+        evidence = item["evidence"] if isinstance(item["evidence"], dict) else {}
         title = "%s differs" % evidence["fact"] if "fact" in evidence else item["title"]
-        lines.append("## %s `%s`: %s" % (item["severity"], item["id"], title))
+        lines.append("## %s %s: %s" % (cell(item["severity"]), code(item["id"]), cell(title)))
         for group_entry in evidence.get("groups", []):
-            lines.append("- %s: %s" % (markdown_value(group_entry["value"]), ", ".join(group_entry["hosts"])))
+            lines.append("- %s: %s" % (cell(group_entry["value"]), cell(", ".join(group_entry["hosts"]))))
         if "groups" not in evidence:
-            lines.append("- evidence: `%s`" % json.dumps(evidence, sort_keys=True)[:600])
+            lines.append("- evidence: %s" % code(json.dumps(item["evidence"], sort_keys=True)[:600]))
         if item["fix"]:
-            lines.append("- fix: `%s`" % item["fix"])
-        lines.append("- docs: %s" % item["docs"])
+            lines.append("- fix: %s" % code(item["fix"]))
+        lines.append("- docs: %s" % cell(item["docs"]))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def emit(document, options):
-    if options.format == "markdown":
-        sys.stdout.write(to_markdown(document))
+    if getattr(options, "format", "json") == "markdown":
+        write_text(to_markdown(document))
     else:
-        sys.stdout.write(json.dumps(document, indent=2 if options.pretty else None) + "\n")
-    sys.stdout.flush()
+        write_json(document, getattr(options, "pretty", False))
 
 
 def build_parser():
-    class OneLineErrorParser(argparse.ArgumentParser):
-        def error(self, message):
-            sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
-            sys.exit(core.EXIT_USAGE)
-
-    parser = OneLineErrorParser(
-        usage=USAGE, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = cli.make_parser(
+        TOOL, usage=USAGE, epilog=EPILOG,
         description="Compare check_sampling_backends.py reports from the nodes or ranks of one job: version "
                     "and extension drift, launch variables that disagree, duplicate or missing ranks, "
                     "socket-interface variables naming missing interfaces, differing core counts.")
@@ -484,35 +464,29 @@ def build_parser():
                         help="checker JSON reports, or folders of *.json reports")
     parser.add_argument("--format", choices=("json", "markdown"), default="json",
                         help="output format (default json)")
-    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
-    parser.add_argument("--list-findings", action="store_true",
-                        help="print every finding id this script can emit, as JSON, and exit 0")
     return parser
 
 
 def main(argv=None):
     started = time.time()
-    parser = build_parser()
-    options = parser.parse_args(argv)
-    if options.list_findings:
-        sys.stdout.write(json.dumps([{"id": fid, "severity": s, "title": t, "docs": "%s#%s" % (DOCS, fid)}
-                                     for fid, (s, t) in sorted(FINDINGS.items())]) + "\n")
-        return core.EXIT_OK
     entries, findings, summary = [], [], {}
+    options = None
     try:
+        options = build_parser().parse_args(argv)
+        answered = cli.metadata_command(TOOL, options)
+        if answered is not None:
+            return answered
         paths = report_paths(options.reports)
         if not paths:
-            raise UsageError("no report given (pass report files or a folder of them)",
+            raise unreadable("no report given (pass report files or a folder of them)",
                              {"arguments": options.reports})
         reports = [load_report(path) for path in paths]
         entries, findings, summary = compare(paths, reports)
         document, exit_code = render(entries, findings, summary, started)
-    except UsageError as error:
-        sys.stderr.write("compare_reports.py: error: %s\n" % error)
-        document, exit_code = render(entries, [finding("cluster-report-unreadable", error.evidence,
-                                                       "gather it again: python scripts/check_sampling_backends.py "
-                                                       "> reports/$(hostname).json")],
-                                     summary, started, usage_error=True)
+    except cli.UsageError as error:
+        from diagnostics_core.markdown import terminal_line
+        sys.stderr.write(terminal_line(error.line) + "\n")
+        document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
     except Exception as error:  # still one document, saying what broke
         import traceback
         document, exit_code = render(entries, findings, summary, started, internal_error={

@@ -18,8 +18,24 @@ import tempfile
 import time
 import traceback
 
+sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diagnostics_core import cli  # noqa: E402
+from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E402
+from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool  # noqa: E402
+from diagnostics_core.text import write_json  # noqa: E402
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+FINDINGS = {
+    "ddp-usage-error": ("error", "the command line or an input file is not usable"),
+    "ddp-stack-missing": ("error", "torch or torch_geometric is not importable in this interpreter"),
+    "ddp-rank-failed": ("error", "a rank raised or died, so the job stopped"),
+    "ddp-internal-error": ("error", "the recipe's launcher itself failed"),
+    "neighbor-sampling-unavailable": ("error", "no neighbour-sampling backend (pyg-lib or torch-sparse) is "
+                                               "importable"),
+}
+TOOL = Tool("ddp_neighbor_training", "1.1.0", "1.0", FINDINGS, usage_id="ddp-usage-error",
+            internal_id="ddp-internal-error", meta_key="tool")
 
 EPILOG = """\
 launch styles:
@@ -82,7 +98,8 @@ exit codes:
      process group times out after --timeout seconds at worst), or no
      neighbour-sampling backend (pyg-lib or torch-sparse) is importable
   2  usage error: bad flag value, unreadable --data file, --backend nccl
-     without enough GPUs; nothing is printed on stdout
+     without enough GPUs, torch or PyG missing; one line on stderr and one
+     JSON document whose finding (ddp-usage-error, ddp-stack-missing) says why
   3  internal error in the self-spawn parent
   (torchrun itself exits 1 whenever any worker exits non-zero.)
 
@@ -99,6 +116,23 @@ examples:
 
 class UsageError(Exception):
     """A problem with the command line or the input files (exit code 2)."""
+
+
+def envelope(fields, findings=(), failed=False):
+    """The shared report contract around the recipe's own keys; gate "trained" fails when the job did."""
+    meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
+    document, _ = TOOL.document(list(findings), {"trained": {"passed": not failed}}, meta)
+    for key, value in fields.items():
+        if key not in ("ok", "exit_code"):
+            document[key] = value
+    return document
+
+
+def refuse(error):
+    """Exit 2: one stderr line and a usage-error document (the gate is not applied)."""
+    meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
+    document, exit_code = TOOL.document([error.finding(TOOL)], {}, meta, usage_error=True)
+    return cli.refuse(TOOL, error, document)
 
 
 # --------------------------------------------------------------------------
@@ -123,11 +157,12 @@ def positive_int(text):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = cli.make_parser(
+        TOOL,
         description="Train GraphSAGE with DistributedDataParallel and one NeighborLoader per rank, "
                     "on a synthetic community graph (default), a saved Data file, or a "
                     "(FeatureStore, GraphStore) pair. A template: copy it and swap the data loading.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG)
     launch = parser.add_argument_group("launch")
     launch.add_argument("--nprocs", type=positive_int, default=None,
                         help="self-spawn this many workers (default: one per visible GPU, or 2 "
@@ -177,37 +212,49 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-# The stack is imported after the command line is defined, and a missing one
-# is reported by main() after parsing: --help and bad flags need no torch.
-try:
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-    import torch.nn.functional as F
-    from torch.distributed.algorithms.join import Join
-    from torch.distributed.elastic.multiprocessing.errors import get_error_handler, record
-    from torch.multiprocessing.spawn import ProcessException
-    from torch.nn.parallel import DistributedDataParallel
-
-    import torch_geometric.typing
-    from torch_geometric.data import Data
-    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-    from torch_geometric.data.storage import GlobalStorage
-    from torch_geometric.loader import NeighborLoader
-    from torch_geometric.nn import GraphSAGE
-    from torch_geometric.utils import remove_self_loops, to_undirected
-except ImportError as error:
-    STACK_IMPORT_ERROR = error
-else:
-    STACK_IMPORT_ERROR = None
+# The stack is imported only after the command line was accepted: --help and bad flags need no torch,
+# and importing torch creates $TMPDIR/torchinductor_<user>, which a refused command must not leave.
+STACK_NAMES = ("torch", "dist", "mp", "F", "Join", "get_error_handler", "record", "ProcessException",
+               "DistributedDataParallel", "torch_geometric", "Data", "DataEdgeAttr", "DataTensorAttr",
+               "GlobalStorage", "NeighborLoader", "GraphSAGE", "remove_self_loops", "to_undirected")
+torch = dist = mp = F = Join = get_error_handler = record = ProcessException = DistributedDataParallel = None
+torch_geometric = Data = DataEdgeAttr = DataTensorAttr = GlobalStorage = NeighborLoader = GraphSAGE = None
+remove_self_loops = to_undirected = None
 
 
-def refuse_without_stack(error):
-    """Exit 2 with one line: this recipe cannot run without torch and PyG."""
-    print(f"ddp_neighbor_training.py: error: {type(error).__name__}: {error} -- this recipe needs torch and "
-          f"torch_geometric in {sys.executable}: {sys.executable} -m pip install torch==2.13.0 torch_geometric "
-          f"(then python3 scripts/check_sampling_backends.py --require-neighbor-backend)", file=sys.stderr)
-    return EXIT_USAGE
+def import_stack():
+    """Import torch and PyG into this module's globals; -> the ImportError, or None."""
+    try:
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        import torch.nn.functional as F
+        from torch.distributed.algorithms.join import Join
+        from torch.distributed.elastic.multiprocessing.errors import get_error_handler, record
+        from torch.multiprocessing.spawn import ProcessException
+        from torch.nn.parallel import DistributedDataParallel
+
+        import torch_geometric.typing
+        from torch_geometric.data import Data
+        from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+        from torch_geometric.data.storage import GlobalStorage
+        from torch_geometric.loader import NeighborLoader
+        from torch_geometric.nn import GraphSAGE
+        from torch_geometric.utils import remove_self_loops, to_undirected
+    except ImportError as error:
+        return error
+    names = locals()  # the imported names, published as this module's globals
+    globals().update((name, names[name]) for name in STACK_NAMES)
+    return None
+
+
+def stack_missing(error):
+    fix = "%s -m pip install torch==2.13.0 torch_geometric  # then: python3 %s --require-neighbor-backend" % (
+        sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py"))
+    return cli.UsageError(
+        "ddp_neighbor_training.py: error: %s: %s -- this recipe needs torch and torch_geometric in %s: %s"
+        % (type(error).__name__, error, sys.executable, fix), "ddp-stack-missing",
+        {"error": "%s: %s" % (type(error).__name__, error), "interpreter": sys.executable}, fix=fix)
 
 
 # --------------------------------------------------------------------------
@@ -328,19 +375,12 @@ def neighbor_sampling_backend():
 
 
 def missing_backend_report():
-    return {
-        "ok": False, "exit_code": EXIT_FAILED,
-        "error": {"message": "NeighborLoader needs pyg-lib or torch-sparse; neither is importable"},
-        "findings": [{
-            "id": "neighbor-sampling-unavailable", "severity": "error",
-            "title": "no neighbour-sampling backend (pyg-lib or torch-sparse) is importable",
-            "evidence": {"WITH_PYG_LIB": torch_geometric.typing.WITH_PYG_LIB,
-                         "WITH_TORCH_SPARSE": torch_geometric.typing.WITH_TORCH_SPARSE,
-                         "python": sys.executable},
-            "fix": "python scripts/check_sampling_backends.py --require-neighbor-backend",
-            "docs": "references/troubleshooting.md#neighbor-sampling-unavailable",
-        }],
-    }
+    return envelope(
+        {"error": {"message": "NeighborLoader needs pyg-lib or torch-sparse; neither is importable"}},
+        [TOOL.finding("neighbor-sampling-unavailable", {
+            "WITH_PYG_LIB": torch_geometric.typing.WITH_PYG_LIB,
+            "WITH_TORCH_SPARSE": torch_geometric.typing.WITH_TORCH_SPARSE, "python": sys.executable},
+            fix="python scripts/check_sampling_backends.py --require-neighbor-backend")], failed=True)
 
 
 def choose_backend(requested, local_world_size):
@@ -539,6 +579,7 @@ def leave_after_failure():
 
 def spawned_worker(rank, world_size, backend, args, data, result_dir):
     """Entry point of a self-spawned worker (torch.multiprocessing passes `rank`)."""
+    import_stack()  # a spawned interpreter re-imports this file without running main()
     os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(args.master_port)
     try:
@@ -560,7 +601,15 @@ def spawned_worker(rank, world_size, backend, args, data, result_dir):
 # --------------------------------------------------------------------------
 
 def print_json(document):
-    print(json.dumps(document), flush=True)
+    sys.stdout.flush()
+    write_json(document)
+
+
+def failure_report(fields, failures):
+    """A failed job: the recipe's keys and one ddp-rank-failed finding per failed rank."""
+    return envelope(fields, [TOOL.finding("ddp-rank-failed", failure, fix="read the rank's traceback on stderr; "
+                                          "a peer that failed first makes the others fail with 'Connection "
+                                          "closed by peer'") for failure in failures], failed=True)
 
 
 def main_torchrun(args):
@@ -578,21 +627,25 @@ def main_torchrun(args):
         backend = choose_backend(args.backend, local_world_size)
         data = load_data(args)
     except UsageError as error:
+        if rank == 0:
+            return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
+                                         {"message": str(error)}, fix=TOOL.command("--help")))
         log(rank, f"error: {error}")
         return EXIT_USAGE
     try:
         report = run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, "torchrun")
     except Exception as error:
         if rank == 0:
-            print_json({"ok": False, "exit_code": EXIT_FAILED, "launcher": "torchrun", "world_size": world_size,
-                        "error": {"rank": rank, "message": f"{type(error).__name__}: {error}"},
-                        "hint": "rank 0's own error, possibly caused by another rank failing first: read every "
-                                "entry of torchrun's failure summary on stderr ('Root Cause' compares "
-                                "whole-second timestamps)"})
+            failure = {"rank": rank, "message": f"{type(error).__name__}: {error}"}
+            print_json(failure_report({
+                "launcher": "torchrun", "world_size": world_size, "error": failure,
+                "hint": "rank 0's own error, possibly caused by another rank failing first: read every "
+                        "entry of torchrun's failure summary on stderr ('Root Cause' compares "
+                        "whole-second timestamps)"}, [failure]))
         get_error_handler().record_exception(error)  # what @record does: feeds torchrun's "Root Cause"
         leave_after_failure()
     if rank == 0:
-        print_json(report)
+        print_json(envelope(report))
     return EXIT_OK
 
 
@@ -620,8 +673,8 @@ def main_spawn(args):
             print(str(error), file=sys.stderr)
             failures = read_failures(result_dir) or [{"rank": error.error_index, "pid": error.error_pid,
                                                       "message": str(error).strip().splitlines()[-1]}]
-            print_json({"ok": False, "exit_code": EXIT_FAILED, "launcher": "spawn", "world_size": nprocs,
-                        "error": failures[0], "failed_ranks": failures})
+            print_json(failure_report({"launcher": "spawn", "world_size": nprocs, "error": failures[0],
+                                       "failed_ranks": failures}, failures))
             return EXIT_FAILED
         finally:
             # Reached with live workers only on an unexpected error or a signal in the parent.
@@ -630,7 +683,7 @@ def main_spawn(args):
                     process.kill()
                 process.join()
         with open(os.path.join(result_dir, "report.json")) as handle:
-            print_json(json.load(handle))
+            print_json(envelope(json.load(handle)))
     return EXIT_OK
 
 
@@ -645,14 +698,24 @@ def read_failures(result_dir):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if STACK_IMPORT_ERROR is not None:
-        return refuse_without_stack(STACK_IMPORT_ERROR)
     try:
+        args = parse_args(argv)
+        answered = cli.metadata_command(TOOL, args)
+        if answered is not None:
+            return answered
         if args.fail_rank is not None and args.fail_rank < 0:
             raise UsageError("--fail-rank must be >= 0")
         if args.timeout <= 0:
             raise UsageError("--timeout must be > 0")
+        missing = import_stack()
+        if missing is not None:
+            raise stack_missing(missing)
+    except UsageError as error:
+        return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
+                                     {"message": str(error)}, fix=TOOL.command("--help")))
+    except cli.UsageError as error:
+        return refuse(error)
+    try:
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             # record: any other exception, and torchrun's summary shows this rank's traceback
             return record(main_torchrun)(args)
@@ -660,17 +723,20 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         return main_spawn(args)
     except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
+                                     {"message": str(error)}, fix=TOOL.command("--help")))
     except (SystemExit, KeyboardInterrupt):
         raise
-    except Exception:
+    except Exception as error:
         if "RANK" in os.environ:
             raise  # torchrun records the traceback and stops the other workers
         traceback.print_exc()
-        print_json({"ok": False, "exit_code": EXIT_INTERNAL, "launcher": "spawn",
-                    "error": {"message": "internal error in the launcher; see stderr"}})
-        return EXIT_INTERNAL
+        meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
+        document, exit_code = TOOL.document([], {}, meta, internal_error={
+            "error": "%s: %s" % (type(error).__name__, error)})
+        document.update(launcher="spawn", error={"message": "internal error in the launcher; see stderr"})
+        print_json(document)
+        return exit_code
 
 
 if __name__ == "__main__":

@@ -215,15 +215,31 @@ def diagnosis_test_ids():
 
 @functools.lru_cache(maxsize=None)
 def load_checker():
-    """The checker as a module (stdlib only), to replay its rules on edited facts; writes no bytecode."""
-    spec = importlib.util.spec_from_file_location("check_sampling_backends_replay", CHECKER)
-    module = importlib.util.module_from_spec(spec)
+    """The checker's modules as one namespace (stdlib only), to replay its rules on edited facts.
+
+    Imports the sampling_checker package and the shared library from scripts/ without writing bytecode.
+    """
+    import importlib
+    import types
+    scripts = str(ROOT / "scripts")
     writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
-        spec.loader.exec_module(module)
+        if scripts not in sys.path:
+            sys.path.insert(0, scripts)
+        modules = [importlib.import_module(name) for name in CHECKER_MODULES]
     finally:
         sys.dont_write_bytecode = writes_bytecode
-    return module
+    namespace = types.SimpleNamespace()
+    for module in modules:
+        namespace.__dict__.update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
+    return namespace
+
+
+CHECKER_MODULES = ("diagnostics_core.wheels", "diagnostics_core.netenv", "sampling_checker.tables",
+                   "sampling_checker.parsing", "sampling_checker.findings", "sampling_checker.static_facts",
+                   "sampling_checker.interpreter", "sampling_checker.probe", "sampling_checker.install",
+                   "sampling_checker.assemble", "sampling_checker.rules", "sampling_checker.render",
+                   "sampling_checker.cli")
 
 
 def tree_state(*roots):

@@ -3,10 +3,11 @@ usability, the sampling feature matrix, install facts)."""
 
 import re
 
+from diagnostics_core.wheels import EXTENSIONS, parse_version
 from .install import install_facts
-from .parsing import cuda_variant, parse_version
+from .parsing import cuda_variant
 from .probe import step_data, step_outcome
-from .tables import EXACT_ONLY_CAPABILITIES, EXTENSIONS, NVML_FATAL_ERRORS, TORCH_CUDA_BUILD_ARCHS
+from .tables import EXACT_ONLY_CAPABILITIES, NVML_FATAL_ERRORS, TORCH_CUDA_BUILD_ARCHS
 
 
 def assemble_facts(static, probe, python, options):

@@ -4,100 +4,12 @@ import re
 import sys
 
 from diagnostics_core.text import quote
-from .parsing import cuda_variant, parse_version
-from .tables import (SAMPLING_DISTS, SOURCE_BUILDS, SOURCE_BUILD_FLAGS, SOURCE_BUILD_MINUTES,
-                     SOURCE_BUILD_NEEDS, SOURCE_BUILD_PACKAGES, TORCH_INDEX, TORCH_NEWEST_PATCH, TORCH_PIN,
-                     TORCH_PIN_NEEDS_PYTHON, WHEEL_INDEX, WHEEL_PLATFORMS, WHEEL_ROWS, WHEEL_TABLE_DATE)
-
-
-def platform_key(python_facts):
-    system = (python_facts.get("system") or "").lower()
-    machine = (python_facts.get("machine") or "").lower()
-    if system == "linux":
-        return "linux-" + ("aarch64" if machine in ("aarch64", "arm64") else machine)
-    if system == "windows":
-        return "win32-amd64"
-    if system == "darwin":
-        return "darwin-" + ("arm64" if machine == "arm64" else "x86_64")
-    return system + "-" + machine
-
-
-def wheel_row(dist, torch_minor):
-    for row in WHEEL_ROWS:
-        if row[0] == dist and row[1] == torch_minor:
-            return row
-    return None
-
-
-def wheel_status(dist, torch_minor, variant, platform_name, python_version):
-    """Whether PyG's index has a wheel of `dist` for this combination: True, False or None (unknown)."""
-    row = wheel_row(dist, torch_minor)
-    answer = {"distribution": dist, "wheel": None, "variants": None,
-              "source": row[3] if row else "unknown: no row for torch %s" % torch_minor,
-              "source_date": row[4] if row else None}
-    if variant == "rocm":
-        return dict(answer, wheel=False, reason="PyG publishes no ROCm wheels")
-    if row is None or row[2] is None:
-        return dict(answer, reason="no public source says whether %s has wheels for torch %s" % (dist, torch_minor))
-    answer["variants"] = list(row[2])
-    if variant not in row[2]:
-        if not row[2]:
-            return dict(answer, wheel=False, reason="no %s wheels for torch %s" % (dist, torch_minor))
-        return dict(answer, wheel=False, reason="%s wheels for torch %s exist only for %s, not %s" % (
-            dist, torch_minor, ", ".join(row[2]), variant))
-    if dist == "pyg-lib" and python_version[:2] < (3, 10):
-        return dict(answer, wheel=False, reason="pyg-lib wheels need Python >= 3.10")
-    if platform_name not in WHEEL_PLATFORMS[dist]:
-        return dict(answer, reason="no source lists %s wheels for %s" % (dist, platform_name))
-    return dict(answer, wheel=True, reason=None)
-
-
-def pip_name(dist):
-    return dist.replace("-", "_")  # the names PyG's wheel index lists
-
-
-def wheel_command(python, dists, index_url, reinstall=False):
-    """The wheel install line; --only-binary makes a missing wheel fail fast instead of compiling."""
-    flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
-    return "%s -m pip install %s--only-binary=:all: %s -f %s" % (
-        python, flags, " ".join(pip_name(d) for d in dists), index_url)
-
-
-def source_build_command(python, dists):
-    """Rebuild from PyPI's sdists, in build order, ignoring pip's wheel cache (it may hold a wheel
-    built against the torch installed earlier, which pip would reinstall unchanged)."""
-    wanted = set(dists)
-    return " && ".join("%s -m pip install %s %s==%s" % (python, SOURCE_BUILD_FLAGS, dist, version)
-                       for dist, version in SOURCE_BUILDS if dist in wanted)
-
-
-def source_build_time(dists):
-    """One time figure for building these sdists, from the measured minutes."""
-    unmeasured = [d for d in dists if d not in SOURCE_BUILD_MINUTES]
-    if unmeasured:
-        return "build time of %s not measured" % ", ".join(unmeasured)
-    return "about %d min on 2 cores" % sum(SOURCE_BUILD_MINUTES[d] for d in dists)
-
-
-def torch_install_command(release, variant, python="python", platform_name="linux-x86_64"):
-    """The exact line that installs torch `release` (e.g. '2.12.1') built for `variant` (cpu, cu126, ...).
-
-    The local tag (+cu130) is part of the pin: `torch==2.13.0` alone is already satisfied by an
-    installed 2.13.0+cpu, so pip would keep the wrong build. macOS wheels have no tag and come from PyPI.
-    """
-    if platform_name.startswith("darwin"):
-        return "%s -m pip install torch==%s" % (python, release)
-    return "%s -m pip install torch==%s+%s --index-url %s" % (python, release, variant,
-                                                              TORCH_INDEX.format(variant=variant))
-
-
-def newest_torch_with_wheels(variant, platform_name, python_version):
-    """The newest torch minor (and the release to pin) with wheels of every sampling extension."""
-    minors = sorted({row[1] for row in WHEEL_ROWS}, key=parse_version, reverse=True)
-    for minor in minors:
-        if all(wheel_status(d, minor, variant, platform_name, python_version)["wheel"] for d in SAMPLING_DISTS):
-            return minor, TORCH_NEWEST_PATCH.get(minor, minor + ".0")
-    return None, None
+from diagnostics_core.wheels import (SAMPLING_DISTS, SOURCE_BUILD_NEEDS, SOURCE_BUILD_PACKAGES, TORCH_PIN,
+                                     TORCH_PIN_NEEDS_PYTHON, WHEEL_INDEX, WHEEL_PLATFORMS, WHEEL_TABLE_DATE,
+                                     newest_torch_with_wheels, parse_version, pip_name, platform_key,
+                                     source_build_command, source_build_time, torch_install_command,
+                                     wheel_command, wheel_status)
+from .parsing import cuda_variant
 
 
 def install_facts(facts, python):

@@ -7,8 +7,8 @@ import time
 
 from diagnostics_core.cli import UsageError
 from diagnostics_core.sandbox import child_environment, run_sandboxed
+from diagnostics_core.wheels import parse_version
 from .findings import MIN_PYTHON, checker_command
-from .parsing import parse_version
 from .static_facts import ephemeral_kind
 
 

@@ -7,17 +7,6 @@ def normalise_name(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def parse_version(text):
-    """'2.13.0+cpu' -> (2, 13, 0); unparsable parts become 0."""
-    numbers = []
-    for part in re.split(r"[.+]", text or "")[:3]:
-        match = re.match(r"\d+", part)
-        numbers.append(int(match.group()) if match else 0)
-    while len(numbers) < 3:
-        numbers.append(0)
-    return tuple(numbers)
-
-
 def parse_local_tag(version):
     """PyG wheel local tag '0.6.18+pt213cu126' -> {'torch': '2.13', 'variant': 'cu126'}."""
     if not version or "+" not in version:

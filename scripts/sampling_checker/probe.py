@@ -10,10 +10,10 @@ import time
 from diagnostics_core.sandbox import (ChildReporter, child_environment, quiet_child_process, refuse_sockets,
                                       run_sandboxed, signal_name)
 from diagnostics_core.text import describe_exception, safe_str, sanitise_text
+from diagnostics_core.wheels import EXTENSIONS
 from .static_facts import gather_static_facts
-from .tables import (CHILD_FLAG, DIST_SAMPLER_OPS, EXTENSIONS, NVML_BUFFER, NVML_ERRORS,
-                     NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NVML_LIBRARY,
-                     NVML_LIBRARY_VARIABLE)
+from .tables import (CHILD_FLAG, DIST_SAMPLER_OPS, NVML_BUFFER, NVML_ERRORS, NVML_ERROR_FUNCTION_NOT_FOUND,
+                     NVML_ERROR_NOT_SUPPORTED, NVML_LIBRARY, NVML_LIBRARY_VARIABLE)
 
 
 def captured_warnings(caught):

@@ -4,10 +4,10 @@ import os
 import re
 
 from diagnostics_core.text import quote
+from diagnostics_core.wheels import parse_version
 from .findings import checker_command, finding
 from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, interpreter_path,
                       torch_and_pyg_install_command, torch_reinstall_command)
-from .parsing import parse_version
 
 
 def rule_interpreter_choice(facts, options):

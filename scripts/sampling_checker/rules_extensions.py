@@ -2,12 +2,13 @@
 
 import re
 
+from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS, SOURCE_BUILD_NEEDS,
+                                     SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_command,
+                                     source_build_time, wheel_command)
 from .findings import finding
-from .install import interpreter, pip_fix, pip_name, source_build_command, source_build_time, wheel_command
-from .parsing import parse_version
+from .install import interpreter, pip_fix
 from .rules_environment import pyg_shadowing, pyg_version
-from .tables import (DIST_SAMPLER_OPS, EXTENSIONS, EXTENSION_DIST, PIP_NAME, SAMPLING_DISTS,
-                     SOURCE_BUILD_NEEDS, SOURCE_BUILD_PACKAGES, WITHOUT_TORCH_SPARSE)
+from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
 
 
 IMPORT_FAILURE_PATTERNS = (

@@ -2,10 +2,10 @@
 
 import os
 
+from diagnostics_core.wheels import parse_version, platform_key, torch_install_command
 from .assemble import capability_number, match_visible_entry, torch_builds_covering
 from .findings import FINDINGS, finding
-from .install import interpreter, platform_key, torch_install_command
-from .parsing import parse_version
+from .install import interpreter
 from .rules_launch import launch_value
 from .static_facts import parse_int_variable
 from .tables import CUDA_MAJOR_MIN_DRIVER, NVML_FATAL_ERRORS

@@ -2,9 +2,9 @@
 
 import os
 
+from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces
 from .findings import finding
-from .tables import (HOSTS_FILE, LAUNCH_INT_VARIABLES, MPI_RANK_PAIRS, SLURM_RANK_PAIRS,
-                     SOCKET_IFNAME_VARIABLES)
+from .tables import HOSTS_FILE, LAUNCH_INT_VARIABLES, MPI_RANK_PAIRS, SLURM_RANK_PAIRS
 
 
 def launch_value(launch, name):
@@ -84,22 +84,6 @@ def rule_launch_environment(facts, options):
     found.extend(rule_multi_node_names(facts))
     found.extend(rule_world_size_layout(facts))
     return found
-
-
-def absent_interfaces(variable, raw, interfaces):
-    """Names in a *_SOCKET_IFNAME value that match no interface in `interfaces`.
-
-    gloo and TensorPipe take exact names (comma-separated); NCCL takes name
-    prefixes unless the value starts with '=' (exact), and '^' makes it an
-    exclusion list, which cannot name a missing interface.
-    """
-    if raw.startswith("^"):
-        return []
-    exact = variable != "NCCL_SOCKET_IFNAME" or raw.startswith("=")
-    wanted = [i.strip() for i in raw.lstrip("=").split(",") if i.strip()]
-    if exact:
-        return [i for i in wanted if i not in interfaces]
-    return [i for i in wanted if not any(n.startswith(i) for n in interfaces)]
 
 
 def multi_node_evidence(launch):

@@ -8,11 +8,13 @@ from diagnostics_core.cli import UsageError
 from diagnostics_core.markdown import terminal_line
 from diagnostics_core.text import describe_exception
 from .assemble import assemble_facts
+
 from .interpreter import choose_interpreter, finish_interpreter_facts, resolve_python
 from .probe import child_steps, run_child_attempt, run_import_probe, step_data
 from .render import output, render, stderr_summary
 from .rules import diagnose, evaluate_gates
 from .static_facts import gather_static_facts
+from .findings import TOOL
 
 
 def say(text):
@@ -51,7 +53,6 @@ def run(options, started):
     try:
         python, choice = pick_interpreter(options)
     except UsageError as error:
-        from .findings import TOOL
         sys.stderr.write(terminal_line(error.line) + "\n")
         document, exit_code = render(facts, [error.finding(TOOL)], gates, options, started, usage_error=True)
         output(document, options)

@@ -6,9 +6,10 @@ import re
 import sys
 
 from diagnostics_core.text import read_text
+from diagnostics_core.wheels import EXTENSION_DIST
 from .parsing import compress_cpu_list, cuda_variant, normalise_name, parse_local_tag
-from .tables import (EXTENSION_DIST, HOSTS_FILE, LAUNCH_INT_VARIABLES, LAUNCH_STR_VARIABLES,
-                     SLURM_TASK_COUNT_VARIABLES, THREAD_VARIABLES, TRACKED_DISTRIBUTIONS)
+from .tables import (HOSTS_FILE, LAUNCH_INT_VARIABLES, LAUNCH_STR_VARIABLES, SLURM_TASK_COUNT_VARIABLES,
+                     THREAD_VARIABLES, TRACKED_DISTRIBUTIONS)
 
 
 def get_python_facts():

@@ -13,21 +13,6 @@ TRACKED_DISTRIBUTIONS = (
 )
 
 
-# PyG's optional compiled extensions: import name -> distribution name.
-# Order matters: torch_sparse imports torch_scatter, so torch_scatter goes
-# first and a crash is blamed on the module that really crashed.
-EXTENSIONS = (
-    ("pyg_lib", "pyg-lib"),
-    ("torch_scatter", "torch-scatter"),
-    ("torch_sparse", "torch-sparse"),
-    ("torch_cluster", "torch-cluster"),
-    ("torch_spline_conv", "torch-spline-conv"),
-)
-
-
-EXTENSION_DIST = dict(EXTENSIONS)
-
-
 # What to name in `pip install` for each extension (PyG's wheel index names).
 PIP_NAME = {
     "pyg_lib": "pyg_lib", "torch_scatter": "torch_scatter",
@@ -82,122 +67,7 @@ LAUNCH_STR_VARIABLES = (
 )
 
 
-SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 HOSTS_FILE = "/etc/hosts"
-
-
-# PyG's wheel index (data.pyg.org), per extension: which torch minor x CUDA
-# variant has a wheel, with the public source of every row. One row is
-# (distribution, torch minor, variants, source, date of the source):
-# variants lists the CUDA variants with a wheel; () means a public source says
-# there is none; None means no source says either way ("unknown"). The docs'
-# install lines are tested against these rows (tests/test_install_truth.py).
-WHEEL_TABLE_DATE = "2026-12-01"  # when the rows were last checked against their sources
-WHEEL_INDEX = "https://data.pyg.org/whl/torch-{torch}+{variant}.html"
-TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
-_PYG_DOCS = "pyg-team/pytorch_geometric docs/source/install/installation.rst @5c6461b"
-_PYG_DOCS_DATE = "2026-08-17"
-_PYGLIB_README = "pyg-team/pyg-lib README.md @764e3a4"
-_OLD_ROWS = (  # torch minor -> variants, as PyG's installation docs list them for all three
-    ("2.8", ("cpu", "cu126", "cu128", "cu129")), ("2.7", ("cpu", "cu118", "cu126", "cu128")),
-    ("2.6", ("cpu", "cu118", "cu124", "cu126")), ("2.5", ("cpu", "cu118", "cu121", "cu124")),
-    ("2.4", ("cpu", "cu118", "cu121", "cu124")), ("2.3", ("cpu", "cu118", "cu121")),
-    ("2.2", ("cpu", "cu118", "cu121")), ("2.1", ("cpu", "cu118", "cu121")), ("2.0", ("cpu", "cu117", "cu118")),
-)
-
-
-_CU132 = ("cpu", "cu126", "cu130", "cu132")
-_CU130 = ("cpu", "cu126", "cu128", "cu130")
-WHEEL_ROWS = (
-    ("pyg-lib", "2.14", _CU132, "pyg-team/pyg-lib release notes 0.9.0 (PR #720 'Support PyTorch 2.14')", "2026-09-03"),
-    ("pyg-lib", "2.13", _CU132, _PYGLIB_README + "; CHANGELOG 0.8.0 'Added PyTorch 2.13 support' (#697)", "2026-07-22"),
-    ("pyg-lib", "2.12", _CU132, _PYGLIB_README, "2026-07-22"),
-    ("pyg-lib", "2.11", _CU130, _PYGLIB_README, "2026-07-22"),
-    ("pyg-lib", "2.10", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
-    ("pyg-lib", "2.9", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
-    ("torch-scatter", "2.14", (), "rusty1s/pytorch_scatter#513 (open): wheels only up to torch 2.12", "2026-09-18"),
-    ("torch-scatter", "2.13", (), "rusty1s/pytorch_scatter#513; gridfm/gridfm-graphkit#95: no torch_scatter link "
-     "on torch-2.13.0+cpu/+cu126", "2026-09-18"),
-    ("torch-scatter", "2.12", _CU132, "rusty1s/pytorch_scatter#510 'Add PyTorch 2.12 support'; " + _PYG_DOCS,
-     _PYG_DOCS_DATE),
-    ("torch-scatter", "2.11", _CU130, "rusty1s/pytorch_scatter#505 'Add PyTorch 2.11 support'; " + _PYG_DOCS,
-     _PYG_DOCS_DATE),
-    ("torch-scatter", "2.10", _CU130, "rusty1s/pytorch_scatter#504; #506: torch-2.10.0+cpu/cu126/cu128/cu130 pages",
-     "2026-04-02"),
-    ("torch-scatter", "2.9", _CU130, "rusty1s/pytorch_scatter#504 'Add PyTorch 2.9/2.10 and cu130 support'; "
-     + _PYG_DOCS, _PYG_DOCS_DATE),
-    ("torch-sparse", "2.14", None, "unknown: no support PR after rusty1s/pytorch_sparse#411 (2.12) was found; its "
-     "wheel build takes torch-scatter from data.pyg.org, which has none for 2.13+ (pytorch_scatter#513)", "2026-09-18"),
-    ("torch-sparse", "2.13", None, "unknown: as for 2.14", "2026-09-18"),
-    ("torch-sparse", "2.12", _CU132, "rusty1s/pytorch_sparse#411 'Add PyTorch 2.12 support'; " + _PYG_DOCS,
-     _PYG_DOCS_DATE),
-    ("torch-sparse", "2.11", _CU130, "rusty1s/pytorch_sparse#409 'Add PyTorch 2.11 support'; " + _PYG_DOCS,
-     _PYG_DOCS_DATE),
-    ("torch-sparse", "2.10", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
-    ("torch-sparse", "2.9", _CU130, _PYG_DOCS, _PYG_DOCS_DATE),
-) + tuple(
-    (dist, minor, variants, _PYG_DOCS, _PYG_DOCS_DATE)
-    for dist in ("pyg-lib", "torch-scatter", "torch-sparse") for minor, variants in _OLD_ROWS
-) + tuple(
-    row for dist, repo, final, notice, readme, port, port_date in (
-        ("torch-cluster", "pytorch_cluster", "1.6.3", "#272", "README.md @3d1d9e3",
-         "#265 'Add PyTorch 2.9/2.10 and cu130 support'; #261: Linux/macOS wheels out, Windows next day",
-         "2026-03-08"),
-        ("torch-spline-conv", "pytorch_spline_conv", "1.2.2", "#65", "README.md @050f58a",
-         "#62 'Add PyTorch 2.9/2.10 and cu130 support' (merge date unknown); pyg-team/pytorch_geometric#10634",
-         "2026-03-09"))
-    for row in (
-        (dist, "2.14", (), "rusty1s/%s%s (deprecated): %s is the final release, no new wheels" % (repo, notice, final),
-         "2026-06-05"),
-        (dist, "2.13", (), "rusty1s/%s%s (deprecated): %s is the final release, no new wheels" % (repo, notice, final),
-         "2026-06-05"),
-        (dist, "2.12", None, "unknown", "2026-06-05"),
-        (dist, "2.11", None, "unknown", "2026-06-05"),
-        (dist, "2.10", _CU130, "rusty1s/%s%s" % (repo, port), port_date),
-        (dist, "2.9", _CU130, "rusty1s/%s%s" % (repo, port), port_date),
-        (dist, "2.8", None, "unknown", port_date),
-        (dist, "2.7", ("cpu", "cu118", "cu126", "cu128"), "rusty1s/%s %s" % (repo, readme), "2025-05-31"),
-    )
-)
-
-
-# Platforms with wheels (pyg-lib README @764e3a4: Linux incl. aarch64 since 0.8.0 (#683),
-# Windows, macOS arm64 (#558); the rusty1s READMEs: Linux, Windows, macOS). Elsewhere: unknown.
-# macOS wheels are CPU-only everywhere.
-WHEEL_PLATFORMS = {
-    "pyg-lib": ("linux-x86_64", "linux-aarch64", "win32-amd64", "darwin-arm64"),
-    "torch-scatter": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
-    "torch-sparse": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
-    "torch-cluster": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
-    "torch-spline-conv": ("linux-x86_64", "win32-amd64", "darwin-arm64", "darwin-x86_64"),
-}
-
-
-# The newest patch release of a torch minor to pin, where a source names one
-# (pyg-team/pyg-lib#687 'Add PyTorch 2.12.1 index', 2026-06-19); otherwise X.Y.0.
-TORCH_NEWEST_PATCH = {"2.12": "2.12.1"}
-
-
-# The extensions PyG's NeighborLoader family can use, in install order.
-SAMPLING_DISTS = ("pyg-lib", "torch-scatter", "torch-sparse")
-
-
-# PyPI has only sdists of these (the newest releases); pyg-lib has none at all.
-# Build order matters: torch_sparse imports torch_scatter.
-SOURCE_BUILDS = (("torch-scatter", "2.1.2"), ("torch-sparse", "0.6.18"),
-                 ("torch-cluster", "1.6.3"), ("torch-spline-conv", "1.2.2"))
-
-
-SOURCE_BUILD_FLAGS = "--force-reinstall --no-deps --no-cache-dir --no-build-isolation"
-
-
-# Minutes to build each sdist, measured from .ci/run's build log (`time`, 2 cores, MAX_JOBS=2,
-# torch 2.13 CPU, 2026-12-01: 4 min 59 s and 15 min 28 s wall, on a machine shared with other
-# builds). torch-cluster and torch-spline-conv were not measured.
-SOURCE_BUILD_MINUTES = {"torch-scatter": 5, "torch-sparse": 15}
-SOURCE_BUILD_NEEDS = ("a C++ compiler (g++), the Python headers (python3-dev), setuptools and torch in this "
-                      "environment, scipy for torch-sparse; CPU kernels only unless a GPU is visible or "
-                      "FORCE_CUDA=1 with nvcc on PATH; no METIS")
 
 
 # What PyG 2.8 loses without torch-sparse (PyG's source: sampler/neighbor_sampler.py
@@ -207,15 +77,6 @@ SOURCE_BUILD_NEEDS = ("a C++ compiler (g++), the Python headers (python3-dev), s
 # scatter_reduce (utils/_scatter.py): slower, nothing lost.
 WITHOUT_TORCH_SPARSE = ("NeighborLoader(subgraph_type='induced')", "HGTLoader", "ShaDowKHopSampler",
                         "GraphSAINT*Sampler", "SparseTensor")
-
-
-# What to build from PyPI's sources in place of each extension's wheel.
-# pyg-lib has no sdist on PyPI; torch-sparse gives PyG the same neighbour sampling.
-SOURCE_BUILD_PACKAGES = {
-    "pyg_lib": ("torch-scatter", "torch-sparse"), "torch_scatter": ("torch-scatter",),
-    "torch_sparse": ("torch-scatter", "torch-sparse"), "torch_cluster": ("torch-cluster",),
-    "torch_spline_conv": ("torch-spline-conv",),
-}
 
 
 # NVML return codes (nvml.h) -> their NVML_ERROR_* names.
@@ -259,8 +120,3 @@ TORCH_CUDA_BUILD_ARCHS = {"12.6": [50, 60, 70, 75, 80, 86, 90], "13.0": [75, 80,
 NVML_FATAL_ERRORS = ("NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_LIB_RM_VERSION_MISMATCH")
 
 
-# A torch release PyG's wheel table (WHEEL_ROWS: pyg-lib has wheels for it) covers and the tests run
-# on; the install fix pins it so pip does not pick a newer torch PyG has no
-# wheels for yet.
-TORCH_PIN = "2.13.0"
-TORCH_PIN_NEEDS_PYTHON = (3, 10)
