@@ -620,12 +620,12 @@ def main_torchrun(args):
         log(rank, f"--nprocs {args.nprocs} ignored: the launcher set WORLD_SIZE={world_size}")
     try:
         local_world_size = local_world_size_from_env(os.environ, world_size)
+        backend = choose_backend(args.backend, local_world_size)
+        data = load_data(args)
         if neighbor_sampling_backend() is None:
             if rank == 0:
                 print_json(missing_backend_report())
             return EXIT_FAILED
-        backend = choose_backend(args.backend, local_world_size)
-        data = load_data(args)
     except UsageError as error:
         if rank == 0:
             return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
@@ -651,13 +651,13 @@ def main_torchrun(args):
 
 def main_spawn(args):
     """Start args.nprocs workers here and wait; stop them all if one fails."""
-    if neighbor_sampling_backend() is None:
-        print_json(missing_backend_report())
-        return EXIT_FAILED
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     nprocs = args.nprocs or gpus or 2
     backend = choose_backend(args.backend, nprocs)
-    data = load_data(args)  # loaded once; spawn hands its tensors to the workers via shared memory
+    data = load_data(args)  # loaded once (usage errors first); spawn hands its tensors to the workers
+    if neighbor_sampling_backend() is None:
+        print_json(missing_backend_report())
+        return EXIT_FAILED
     args.master_port = args.master_port or free_port(args.master_addr)
     print(f"spawning {nprocs} workers, backend {backend}, rendezvous {args.master_addr}:{args.master_port}",
           file=sys.stderr, flush=True)

@@ -192,11 +192,15 @@ def test_help_documents_flags_exit_codes_and_examples():
         assert code in text, code
 
 
-def test_usage_error_exits_2_with_nothing_on_stdout():
+def test_usage_error_exits_2_with_one_line_and_a_usage_document(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
     result = subprocess.run([sys.executable, str(SCRIPT), "--num-neighbors", "10,x"],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and result.stdout == ""
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
     assert "--num-neighbors" in result.stderr
+    document = json.loads(result.stdout)
+    assert document["status"] == "usage-error" and [f["id"] for f in document["findings"]] == ["ddp-usage-error"]
+    assert list(tmp_path.iterdir()) == []  # torch was never imported: no torchinductor_<user> folder
 
 
 def test_missing_sampling_backend_fails_fast_before_spawning():
@@ -257,6 +261,8 @@ def test_self_spawn_failing_rank_stops_the_job(neighbor_backend):
     report = run.json()
     assert report["ok"] is False
     assert report["error"]["rank"] == 1 and "--fail-rank" in report["error"]["message"]
+    failed = [f for f in report["findings"] if f["id"] == "ddp-rank-failed"]
+    assert failed and failed[0]["evidence"]["rank"] == 1 and report["gates"] == {"trained": {"passed": False}}
 
 
 def test_torchrun_failing_rank_stops_the_job(neighbor_backend):

@@ -1,0 +1,172 @@
+"""One contract for every tool: the same bad-flag behaviour, --explain for every finding id, a finding
+registry each test suite keeps honest, no tool importing another, and the generated bare-node bundle."""
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, pyenv_python, tree_state
+
+SCRIPTS = ROOT / "scripts"
+TROUBLESHOOTING = ROOT / "references" / "troubleshooting.md"
+# tool -> the finding id of a refused command line
+TOOLS = {
+    "check_sampling_backends": "usage-error",
+    "check_store_contract": "store-usage-error",
+    "check_partition": "partition-usage-error",
+    "compare_reports": "cluster-usage-error",
+    "ddp_neighbor_training": "ddp-usage-error",
+}
+LIBRARY = ("diagnostics_core",)
+TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",)}
+EXPLAIN_MAX_LINES = 80
+
+
+def run_tool(tool, *args, env=None, cwd=None, python=None):
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode writing on: the tool itself must keep the folder clean
+    return subprocess.run([str(python or sys.executable), str(SCRIPTS / (tool + ".py"))] + list(args),
+                          capture_output=True, text=True, timeout=120, env=env, cwd=cwd or ROOT)
+
+
+def listed_ids(tool):
+    completed = run_tool(tool, "--list-findings")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return [entry["id"] for entry in json.loads(completed.stdout)]
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_a_bad_flag_is_one_line_one_document_exit_2_and_writes_nothing(tool, tmp_path):
+    before = tree_state(ROOT / "scripts", ROOT / "references")
+    completed = run_tool(tool, "--no-such-flag", cwd=tmp_path)
+    assert completed.returncode == 2
+    assert len(completed.stderr.splitlines()) == 1, completed.stderr
+    assert "--no-such-flag" in completed.stderr and "\x1b" not in completed.stderr
+    document = json.loads(completed.stdout)  # exactly one document: json.loads refuses trailing text
+    assert (document["ok"], document["status"], document["exit_code"], document["gates"]) == (
+        False, "usage-error", 2, {})
+    assert [f["id"] for f in document["findings"]] == [TOOLS[tool]]
+    fix = document["findings"][0]["fix"]
+    assert fix.endswith("--help") and str(SCRIPTS / (tool + ".py")) in fix
+    assert tree_state(ROOT / "scripts", ROOT / "references") == before
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_the_printed_usage_fix_works_from_another_folder(tool, tmp_path):
+    fix = json.loads(run_tool(tool, "--no-such-flag").stdout)["findings"][0]["fix"]
+    words = fix.split()
+    assert words[0] == "python3" and words[-1] == "--help"
+    completed = subprocess.run([sys.executable] + words[1:], capture_output=True, text=True, timeout=120,
+                               cwd=tmp_path)
+    assert completed.returncode == 0 and completed.stdout.startswith("usage: "), completed.stderr[-2000:]
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_every_finding_id_is_explained_in_one_short_section(tool):
+    for finding_id in listed_ids(tool):
+        completed = run_tool(tool, "--explain", finding_id)
+        assert completed.returncode == 0, (finding_id, completed.stderr[-500:])
+        lines = completed.stdout.splitlines()
+        assert lines[0] == "### " + finding_id
+        assert len(lines) <= EXPLAIN_MAX_LINES, "%s: %d lines" % (finding_id, len(lines))
+        assert "**Fix:**" in completed.stdout, finding_id
+        assert not any(re.match(r"#{1,3} ", line) for line in lines[1:]), finding_id
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_explaining_an_unknown_id_is_a_usage_error(tool):
+    completed = run_tool(tool, "--explain", "no-such-finding")
+    assert completed.returncode == 2 and len(completed.stderr.splitlines()) == 1
+    document = json.loads(completed.stdout)
+    assert document["status"] == "usage-error" and document["findings"][0]["fix"].endswith("--list-findings")
+
+
+def test_explain_matches_the_documented_awk_line():
+    """--explain prints what the reference's extraction line prints for a finding section."""
+    finding_id = "store-call-timeout"
+    explained = run_tool("check_store_contract", "--explain", finding_id).stdout
+    awk = subprocess.run(["awk", "/^### %s$/{p=1;print;next} p && /^(#|##|###) /{exit} p" % finding_id,
+                          str(TROUBLESHOOTING)], capture_output=True, text=True, check=True).stdout
+    assert explained.rstrip() == awk.rstrip()
+
+
+def corpus_of_tests():
+    return "\n".join(path.read_text() for path in sorted((ROOT / "tests").glob("test_*.py"))
+                     if path.name != Path(__file__).name)
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_registry_every_emitted_id_is_named_in_a_test_and_documented(tool):
+    """Emitted ids = ids named in a test (quoted, in another test file) = ids with a doc section."""
+    text = corpus_of_tests()
+    sections = set(re.findall(r"^### ([a-z0-9-]+)$", TROUBLESHOOTING.read_text(), re.M))
+    ids = listed_ids(tool)
+    untested = [i for i in ids if not re.search(r"[\"']%s[\"']" % re.escape(i), text)]
+    undocumented = [i for i in ids if i not in sections]
+    assert not untested, "%s ids named in no test: %s" % (tool, untested)
+    assert not undocumented, "%s ids without a doc section: %s" % (tool, undocumented)
+
+
+def imported_modules(path):
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_tool_imports_another_tool():
+    tools = set(TOOLS) | {"profile_loader"}
+    for tool in sorted(TOOLS):
+        files = [SCRIPTS / (tool + ".py")]
+        for package in TOOL_PACKAGES.get(tool, ()):
+            files += sorted((SCRIPTS / package).glob("*.py"))
+        others = tools - {tool}
+        for path in files:
+            wrong = imported_modules(path) & (others | {p for t in others for p in TOOL_PACKAGES.get(t, ())})
+            assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
+    for path in sorted((SCRIPTS / "diagnostics_core").glob("*.py")):  # the library imports no tool
+        wrong = imported_modules(path) & (tools | {"sampling_checker"})
+        assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
+
+
+def test_the_bundle_is_what_the_build_script_writes():
+    completed = subprocess.run([sys.executable, str(SCRIPTS / "build_bundle.py"), "--check"],
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_the_bundle_runs_alone_on_python_3_8_in_an_empty_folder(tmp_path):
+    python = pyenv_python("3.8")
+    shutil.copy(SCRIPTS / "check_sampling_backends.pyz", tmp_path)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    completed = subprocess.run([str(python), "check_sampling_backends.pyz", "--static-only"], capture_output=True,
+                               text=True, timeout=120, cwd=tmp_path, env=env)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    document = json.loads(completed.stdout)
+    assert document["status"] == "incomplete" and document["python"]["version"].startswith("3.8.")
+    explained = subprocess.run([str(python), "check_sampling_backends.pyz", "--explain", "torch-not-installed"],
+                               capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert explained.returncode == 0 and explained.stdout.startswith("### torch-not-installed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check_sampling_backends.pyz"]  # nothing written
+
+
+def test_the_bundle_probes_a_torch_environment_from_an_empty_folder(tmp_path):
+    """The child probe runs from inside the zipapp too."""
+    shutil.copy(SCRIPTS / "check_sampling_backends.pyz", tmp_path)
+    completed = subprocess.run([sys.executable, "check_sampling_backends.pyz"], capture_output=True, text=True,
+                               timeout=180, cwd=tmp_path)
+    document = json.loads(completed.stdout)
+    assert document["checker"]["mode"] == "full" and document["torch"]["status"] == "ok", completed.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check_sampling_backends.pyz"]

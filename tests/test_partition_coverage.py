@@ -1,0 +1,80 @@
+"""scripts/check_partition.py on the partition faults no other test reproduces, one damaged copy of
+PyG's own Partitioner output each (tests/_partition_damage.py), run the way an agent runs it; and the
+internal-error path."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, strict_json
+
+SCRIPT = str(ROOT / "scripts" / "check_partition.py")
+
+# case -> (finding id, severity, a key its evidence must have)
+CASES = {
+    "no_meta": ("partition-meta-missing", "error", "root"),
+    "stale_part": ("partition-part-unexpected", "warning", "unexpected"),
+    "graph_missing": ("partition-file-missing", "error", "files"),
+    "pickled_feats": ("partition-pickle-fallback", None, "files"),
+    "bad_map": ("partition-map-invalid", "error", "maps"),
+    "extra_type_map": ("partition-types-mismatch", "error", "map_files_for_unlisted_types"),
+    "graph_without_size": ("partition-graph-invalid", "error", "problems"),
+    "unsorted_graph": ("partition-graph-not-sorted", None, "parts"),
+    "wrong_offsets": ("partition-offset-mismatch", "error", "problems"),
+    "edge_moved": ("partition-edge-coverage", "error", "problems"),
+    "short_features": ("partition-feature-mismatch", "error", "problems"),
+}
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    out = tmp_path_factory.mktemp("partitions")
+    completed = subprocess.run([sys.executable, str(ROOT / "tests" / "_partition_damage.py"), str(out)],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def check(root):
+    completed = subprocess.run([sys.executable, SCRIPT, root], capture_output=True, timeout=300,
+                               stdin=subprocess.DEVNULL)
+    document = strict_json(completed.stdout)
+    assert document["exit_code"] == completed.returncode
+    return document
+
+
+def ids(document):
+    return [f["id"] for f in document["findings"]]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_partition_fault_gets_its_finding(roots, case):
+    finding_id, severity, key = CASES[case]
+    document = check(roots[case])
+    found = [f for f in document["findings"] if f["id"] == finding_id]
+    assert found, (case, ids(document))
+    assert key in found[0]["evidence"] and found[0]["fix"]
+    if severity:
+        assert found[0]["severity"] == severity
+    if any(f["severity"] == "error" for f in document["findings"]):
+        assert document["exit_code"] == 1 and document["gates"]["contract"]["passed"] is False
+
+
+def test_the_undamaged_partitions_have_none_of_these_findings(roots):
+    for case in ("homo", "hetero"):
+        document = check(roots[case])
+        assert not set(ids(document)) & {c[0] for c in CASES.values()}, (case, ids(document))
+
+
+def test_a_rule_that_breaks_is_an_internal_error_with_json(roots):
+    code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_partition as tool\n"
+            "def broken(facts, options):\n    raise KeyError('rule bug')\n"
+            "tool.RULES = tool.RULES + (broken,)\n"
+            "sys.exit(tool.main([%r]))" % (SCRIPT, str(ROOT / "scripts"), roots["homo"]))
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    document = json.loads(completed.stdout)
+    assert completed.returncode == 3 and document["status"] == "internal-error"
+    assert ids(document)[-1] == "partition-checker-internal-error"
+    assert "rule bug" in document["findings"][-1]["evidence"]["error"]
