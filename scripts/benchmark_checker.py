@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Time check_sampling_backends.py against the floors it cannot beat.
+"""Time check_sampling_backends.py (and the other tools' metadata commands) against the floors they
+cannot beat.
 
 Each pair runs its two commands alternately (A,B then B,A, ...) after a
 warm-up, so drift on a busy machine hits both sides alike. Run it with the
@@ -24,27 +25,28 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKER = os.path.join(REPO, "scripts", "check_sampling_backends.py")
-PAIRS = ("probe", "help", "help-cached", "static", "segfault", "hang")
+PAIRS = ("probe", "help", "list-findings", "explain", "schema", "store-help", "partition-help", "compare-help",
+         "recipe-help", "static", "segfault", "hang")
+# The metadata commands of the other tools: pair name -> (script, a flag that prints usage)
+OTHER_TOOLS = {"store-help": "check_store_contract.py", "partition-help": "check_partition.py",
+               "compare-help": "compare_reports.py", "recipe-help": "ddp_neighbor_training.py"}
 # Not installed in the project venv, and probed by the checker as optional
 # extensions, so a fake of that name on PYTHONPATH is imported in its child.
 SEGFAULT_MODULE, SEGFAULT_DIST = "torch_cluster", ("torch-cluster", "1.6.3")
 HANG_MODULE, HANG_DIST = "torch_spline_conv", ("torch-spline-conv", "1.2.2")
-
-# --help of the checker imported as a module from sys.argv[1], a temp dir
-# holding a copy of it, so the bytecode comes from that dir's __pycache__.
-HELP_FROM_CACHE = ("import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[1:] = ['--help']; "
-                   "import check_sampling_backends as c; sys.exit(c.main())")
 
 EPILOG = """\
 pairs (A vs B; target):
   probe     full probe vs `python -c "import torch, torch_geometric"`;
             A/B <= 1.10 (aim 1.05)
   help      --help vs `python -c pass`; A/B <= 2
-  help-cached
-            --help of a copy of the checker in a temp dir, imported as a
-            module from its __pycache__, vs `python -c pass`; reported, no target: it separates
-            compiling the script (redone on every direct run, since a script
-            run as __main__ is never cached) from what --help itself costs
+  list-findings, explain, schema
+            --list-findings, --explain usage-error, --schema vs `python -c pass`;
+            A/B <= 2 (metadata commands import only the shared library and the
+            checker's command-line module: nothing is cached, every module
+            they import is compiled on each run)
+  store-help, partition-help, compare-help, recipe-help
+            --help of the other tools vs `python -c pass`; A/B <= 2
   static    --static-only vs `python -c pass`; reported, no target
   segfault  full probe, a fake torch_cluster that segfaults on import on
             PYTHONPATH, vs the import floor; A/B <= 2.2
@@ -108,6 +110,14 @@ def expect_help(done):
     expect_exit_zero(done)
     if not done.stdout.startswith("usage:"):
         raise Misbehaved("--help printed no usage")
+
+
+def expect_text(start):
+    def validate(done):
+        expect_exit_zero(done)
+        if not done.stdout.startswith(start):
+            raise Misbehaved("stdout does not start with {!r}".format(start))
+    return validate
 
 
 def run_once(command, validate, env, guard_s):
@@ -177,17 +187,19 @@ def pair_definitions(python, timeout, fakes):
     plain = dict(os.environ)
     segfault_env = dict(plain, PYTHONPATH=os.path.join(fakes, "segfault"))
     hang_env = dict(plain, PYTHONPATH=os.path.join(fakes, "hang"))
-    cached_env = {k: v for k, v in plain.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
     checker = [python, CHECKER]
     import_floor = ([python, "-c", "import torch, torch_geometric"], expect_exit_zero, plain)
     bare_start = ([python, "-c", "pass"], expect_exit_zero, plain)
-    return {
+    cheap = {"kind": "ratio", "limit": 2.0}
+    pairs = {
         "probe": ((checker, expect_checker_json(), plain), import_floor,
                   {"kind": "ratio", "limit": 1.10, "aim": 1.05}),
         "help": ((checker + ["--help"], expect_help, plain), bare_start,
                  {"kind": "ratio", "limit": 2.0}),
-        "help-cached": (([python, "-c", HELP_FROM_CACHE, os.path.join(fakes, "cached")], expect_help,
-                         cached_env), bare_start, None),
+        "list-findings": ((checker + ["--list-findings"], expect_text("["), plain), bare_start, cheap),
+        "explain": ((checker + ["--explain", "usage-error"], expect_text("### usage-error"), plain), bare_start,
+                    cheap),
+        "schema": ((checker + ["--schema"], expect_text("{"), plain), bare_start, cheap),
         "static": ((checker + ["--static-only"], expect_checker_json(), plain), bare_start, None),
         "segfault": ((checker, expect_checker_json("ext-import-crashed", SEGFAULT_MODULE),
                       segfault_env), import_floor, {"kind": "ratio", "limit": 2.2}),
@@ -195,6 +207,10 @@ def pair_definitions(python, timeout, fakes):
                   expect_checker_json("ext-import-hung", HANG_MODULE), hang_env), None,
                  {"kind": "seconds_over", "limit": 1.0}),
     }
+    for name, script in OTHER_TOOLS.items():
+        pairs[name] = (([python, os.path.join(REPO, "scripts", script), "--help"], expect_help, plain), bare_start,
+                       cheap)
+    return pairs
 
 
 def summarize(name, side_a, side_b, target, samples, timeout):
@@ -279,8 +295,6 @@ def main(argv=None):
                    "import ctypes\nctypes.string_at(0)  # reads address 0: SIGSEGV\n")
         write_fake(os.path.join(fakes, "hang"), HANG_MODULE, HANG_DIST,
                    "import time\ntime.sleep(10 ** 6)\n")
-        os.makedirs(os.path.join(fakes, "cached"))
-        shutil.copy(CHECKER, os.path.join(fakes, "cached"))
         machine = machine_facts(args.python)
         definitions = pair_definitions(args.python, args.timeout, fakes)
         results = []
@@ -288,8 +302,6 @@ def main(argv=None):
             side_a, side_b, target = definitions[name]
             if not args.json_only:
                 print("benchmark: {} ...".format(name), file=sys.stderr, flush=True)
-            if name == "help-cached":  # fill the bytecode cache before timing
-                run_once(side_a[0], side_a[1], side_a[2], guard_s)
             samples = measure(side_a, side_b, args.runs, args.warmup, guard_s)
             results.append(summarize(name, side_a, side_b, target, samples, args.timeout))
         # The checker must kill the hung import's child; one left alive is a bug.
