@@ -33,7 +33,7 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
 from diagnostics_core import calls, cli, safe_json, safe_pickle, sandbox  # noqa: E402
 from diagnostics_core.calls import CallTimeout, CallerState, error_text, type_name  # noqa: E402
 from diagnostics_core.contract import Tool  # noqa: E402
-from diagnostics_core.text import quote, write_json  # noqa: E402
+from diagnostics_core.text import quote, safe_str, sanitise, sanitise_text, write_json  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
@@ -50,6 +50,8 @@ META_SHOWN_BYTES = 8192  # META.json content quoted in the JSON up to this size
 META_KEYS = ("num_parts", "node_types", "edge_types", "node_offset", "is_hetero", "is_sorted")
 PART_FILES = ("graph.pt", "node_feats.pt", "edge_feats.pt")
 EXAMPLES_SHOWN = 5  # offending ids quoted per problem
+FEATURES_SHOWN = 256  # features described per type and part; a file may hold any number
+NAME_LIMIT = 256  # characters of a feature name kept
 
 FINDINGS = {
     "partition-meta-missing": ("error", "META.json is missing"),
@@ -566,12 +568,15 @@ def summarize_features(feats, num_rows, group, pid, totals):
     if not isinstance(feats, dict):
         return {"problem": "feats holds a %s, not a dict of tensors" % type_name(feats)}
     facts = {}
-    for name, value in feats.items():
+    if len(feats) > FEATURES_SHOWN:
+        facts["problem"] = "holds %d features; the first %d are checked" % (len(feats), FEATURES_SHOWN)
+    for name, value in list(feats.items())[:FEATURES_SHOWN]:
+        name = sanitise_text(safe_str(name), NAME_LIMIT)  # names come from the file: any size
         entry = describe(value)
         entry["expected_rows"] = num_rows
-        facts[str(name)] = entry
+        facts[name] = entry
         if isinstance(value, torch.Tensor) and value.dim() > 0:
-            key = json.dumps([group if not isinstance(group, tuple) else list(group), str(name)])
+            key = json.dumps([group if not isinstance(group, tuple) else list(group), name])
             totals.feature_shapes.setdefault(key, {})[pid] = [entry["dtype"]] + entry["shape"][1:]
     return facts
 
@@ -791,7 +796,8 @@ def gather_facts(root, options, call, out):
     facts["examined"] = examined_facts(meta["num_parts"], examined, options)
     out.publish("examined", facts["examined"])
     for pid in range(examined):
-        facts["parts"].append(gather_part(root, pid, meta, maps, totals, cache, options, call))
+        # sanitise: strings from the files (feature names) are cut, so each record stays bounded
+        facts["parts"].append(sanitise(gather_part(root, pid, meta, maps, totals, cache, options, call)))
         out.append("parts", facts["parts"][-1])
     facts["coverage"] = coverage_facts(totals)
     # Missing ids mean something only when every part could be read.
@@ -1187,7 +1193,9 @@ def rule_from_partition(facts, options):
                 failing.setdefault(str(part["index"]), {})[store] = verdict["error"]
     if not failing:
         return []
-    return [finding("partition-from-partition-fails", {"parts": failing, "torch": facts["loading"]["torch"],
+    shown = dict(list(failing.items())[:20])
+    return [finding("partition-from-partition-fails", {"parts": shown, "parts_failing": len(failing),
+                                                       "torch": facts["loading"]["torch"],
                                                        "torch_geometric": facts["loading"]["torch_geometric"]},
                     fix="apply the fixes of the other error findings (they name the cause); the errors are what "
                         "LocalGraphStore/LocalFeatureStore.from_partition raise on this machine")]
@@ -1262,7 +1270,9 @@ def rule_capped(facts, options):
         return []
     evidence = dict(examined)
     if lost:
-        evidence["report_lost"] = lost
+        evidence["report_lost"] = dict(lost, parts_reported=len(facts["parts"]))
+        return [finding("partition-output-capped", evidence, severity="error",
+                        fix="the parts missing from \"parts\" were not verified; %s" % REPARTITION)]
     more = min(max(examined.get("parts") or 0, options.max_parts), MAX_PARTS_LIMIT)
     return [finding("partition-output-capped", evidence,
                     fix="%s of %s parts were checked; to check more: %s  # not run here: output and time grow "
