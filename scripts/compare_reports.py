@@ -386,12 +386,21 @@ def install_fix(name, reference, others, entries, reports, host_values):
     return "; ".join(fixes) + "  # the largest group's %s is not a state to match: compare full reports" % name
 
 
-def launch_fix(name, grouped):
-    """export the value of the largest group that has one; an unset variable is never a value."""
-    present = [g for g in grouped if g["value"] is not None]
+def launch_fix(name, grouped, valid):
+    """export the value of the largest group whose value the checker parsed; never a placeholder
+    (unset) or a value the checker rejected; the value is quoted, so it cannot run as shell code."""
+    if grouped[0]["value"] is None:
+        set_on = [h for g in grouped if g["value"] is not None for h in g["hosts"]]
+        return ("%d of %d nodes do not set %s: unset it on %s, or export one value on every node in the job "
+                "script (one job script for all nodes)" % (len(grouped[0]["hosts"]), len(grouped[0]["hosts"])
+                                                           + len(set_on), name, ", ".join(set_on)))
+    usable = [g for g in grouped if g["value"] in valid]
+    if not usable:
+        return ("no node sets %s to a value the checker accepts (see each report's environment.launch.%s.error): "
+                "export one valid value on every node in the job script" % (name, name))
+    fix = "export %s=%s on every node before the launch (one job script for all nodes)" % (
+        name, quote(usable[0]["value"]))
     unset = [h for g in grouped if g["value"] is None for h in g["hosts"]]
-    fix = ("export %s=%s on every node before the launch (one job script for all nodes)"
-           % (name, quote(present[0]["value"])))
     if unset:
         fix += "; it is unset on %s" % ", ".join(unset)
     return fix
@@ -416,7 +425,9 @@ def rule_drift(entries, reports, groups):
         if files:
             evidence["files"] = files
         if finding_id == "cluster-launch-disagrees":
-            fix = launch_fix(name, grouped)
+            valid = set(r.get("environment", "launch", name, "raw") for r in reports
+                        if launch_entry(r, name) and r.get("environment", "launch", name, "error") is None)
+            fix = launch_fix(name, grouped, valid)
         else:
             fix = install_fix(name, reference, others, entries, reports, dict((e["label"], v) for e, v in present))
         found.append(finding(finding_id, evidence, fix))
