@@ -232,8 +232,8 @@ def load_file(path, options, call, confined=True):
     except PickleHoldsCode as error:
         return Loaded(path, "pickle-holds-code", error=error, scan=error.scanned)
     except Exception as error:
-        scanned = scan_file(path, call) if is_defaultdict_rejection(error) else None
-        return Loaded(path, "error", error=error, scan=scanned)
+        # The scan tells code (a file naming os.system is refused by torch too) from a damaged file.
+        return Loaded(path, "error", error=error, scan=scan_file(path, call))
     return Loaded(path, "pickle-fallback-loaded" if fallback else "ok", value)
 
 
@@ -930,13 +930,14 @@ def load_problem_findings(facts, options):
     # A file is rewritten or loaded with weights_only=False only after the scan proved it holds nothing
     # but containers and tensors; anything else is reported as code, with no command that would load it.
     holds_code = [e for e in files_of(by_status, "error", "pickle-fallback-not-run", "pickle-holds-code")
-                  if e.get("scan") is not None and not e["scan"].get("safe")]
+                  if e.get("scan") is not None and (e["scan"].get("refused") or (
+                      not e["scan"].get("safe") and (e["status"] != "error" or e.get("cause"))))]
     errors = [e for e in by_status.get("error", []) if e not in holds_code]
     defaultdicts = [e for e in errors if e.get("cause") == "defaultdict-weights-only"]
     others = [e for e in errors if e not in defaultdicts]
     if holds_code:
         found.append(finding("partition-pickle-holds-code", {"files": holds_code[:20], "count": len(holds_code)},
-                             fix="do not load these files (not with weights_only=False, not with --allow-pickle): "
+                             fix="do not load these files (no --allow-pickle, no torch.load without weights_only=True): "
                                  "unpickling them imports or calls what evidence.files[].scan.refused names. "
                                  "Delete the folder and %s, on a machine you trust" % REPARTITION))
     if defaultdicts:

@@ -9,6 +9,7 @@ broken on purpose.
     python tests/_partition_writer.py write OUT_DIR      # prints {case: root}
     python tests/_partition_writer.py verdicts ROOT...   # prints PyG's from_partition verdicts
     python tests/_partition_writer.py poison MARKER FILE...  # see poison()
+    python tests/_partition_writer.py code-file MARKER FILE os.system|subprocess.call  # see code_file()
 
 The `write` command also prints the verdicts of every case it wrote, so a test
 needs one interpreter start for both.
@@ -156,6 +157,26 @@ def poison(marker, path):
             archive.writestr(info, data)
 
 
+class TouchMarker:
+    """Pickles as a call that creates MARKER: what unpickling it runs (a harmless stand-in for a payload).
+    os.system: torch's weights_only refuses its module outright; subprocess.call: torch names it and
+    suggests add_safe_globals, so PyG retries with weights_only=False."""
+
+    def __init__(self, marker, how):
+        self.marker, self.how = marker, how
+
+    def __reduce__(self):
+        import subprocess
+        if self.how == "os.system":
+            return os.system, ("touch " + self.marker,)
+        return subprocess.call, (["touch", self.marker],)
+
+
+def code_file(marker, path, how):
+    """A torch.save file holding a TouchMarker."""
+    torch.save({"value": TouchMarker(marker, how)}, path)
+
+
 def verdicts(roots):
     """What PyG's from_partition does for each part of each folder on this torch."""
     from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
@@ -183,6 +204,9 @@ def main(argv):
     if argv[:1] == ["poison"] and len(argv) > 2:
         for path in argv[2:]:
             poison(argv[1], path)
+        return 0
+    if argv[:1] == ["code-file"] and len(argv) == 4:
+        code_file(argv[1], argv[2], argv[3])
         return 0
     if argv[:1] == ["verdicts"] and len(argv) > 1:
         print(json.dumps({"verdicts": verdicts(argv[1:])}))

@@ -81,6 +81,9 @@ def scan_pickle(data):
     globals_seen, calls, refused = {}, {}, {}  # dicts: ordered sets
 
     def note(kind, name):
+        if not name.startswith("<"):
+            module, _, attribute = name.rpartition(".")
+            name = canonical(module, attribute)  # the name the unpickler would import
         (globals_seen if kind == "global" else calls)[name] = True
         if name not in refused and not allowed(name):
             refused[name] = True
