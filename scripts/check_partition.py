@@ -93,7 +93,7 @@ finding = TOOL.finding
 
 USAGE = """\
 %(prog)s ROOT [--labels PATH] [--label-node-type TYPE] [--allow-pickle]
-       [--timeout SECONDS] [--pretty]
+       [--timeout SECONDS] [--max-parts N] [--pretty]
        %(prog)s --list-findings"""
 
 EPILOG = """\
@@ -110,9 +110,12 @@ exit codes:
 what it guarantees:
   Exactly one JSON document on stdout; warnings on stderr. Read-only: the
   folder is never modified and no file, directory or socket is created.
-  Files are unpickled only as PyG would with weights_only=True; a file PyG
-  would load with weights_only=False (arbitrary code) is loaded that way only
-  with --allow-pickle. Loading runs in a child process: a load that crashes
+  Files are unpickled only as PyG would with weights_only=True. A file that
+  fails that is scanned with pickletools (nothing executed): one that names
+  anything beyond containers and tensors is reported as code and never
+  loaded; --allow-pickle loads the others with weights_only=False through an
+  unpickler that refuses every other name. Type names in META.json cannot
+  reach outside ROOT. Loading runs in a child process: a load that crashes
   is reported (partition-load-crashed), one that runs past --timeout is ended
   even when it blocks in C, after which no further file is opened.
 
@@ -1339,8 +1342,9 @@ def build_parser():
                         help="node type the labels belong to (heterogeneous partitions; default: the one type "
                              "whose node count equals the label rows)")
     parser.add_argument("--allow-pickle", action="store_true",
-                        help="load files PyG would load with weights_only=False the same way (runs code from "
-                             "the files: only for folders you wrote yourself)")
+                        help="load files PyG would load with weights_only=False that way, but only files a "
+                             "pickletools scan proves hold nothing but containers and tensors, through an "
+                             "unpickler that refuses any other name (a file holding code is never loaded)")
     parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
                         help="bound on each file load (default %(default)s)")
     parser.add_argument("--max-parts", metavar="N", type=max_parts, default=DEFAULT_MAX_PARTS,
