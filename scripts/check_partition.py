@@ -30,19 +30,28 @@ import time
 sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diagnostics_core import calls, cli, sandbox  # noqa: E402
+from diagnostics_core import calls, cli, safe_json, safe_pickle, sandbox  # noqa: E402
 from diagnostics_core.calls import CallTimeout, CallerState, error_text, type_name  # noqa: E402
 from diagnostics_core.contract import Tool  # noqa: E402
-from diagnostics_core.text import quote, write_json  # noqa: E402
+from diagnostics_core.text import quote, safe_str, sanitise, sanitise_text, write_json  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
 CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
 
 DEFAULT_TIMEOUT = 120.0
+DEFAULT_MAX_PARTS = 256  # parts examined; each adds a few kilobytes of JSON and its files' load time
+MAX_PARTS_LIMIT = 100000
+MAX_TYPES = 1000  # node or edge types in META.json; more is not a graph PyG's Partitioner wrote
+LIST_SHOWN = 64  # part numbers quoted per layout list
+META_MAX_BYTES = 1 << 20
+META_MAX_DEPTH = 32
+META_SHOWN_BYTES = 8192  # META.json content quoted in the JSON up to this size
 META_KEYS = ("num_parts", "node_types", "edge_types", "node_offset", "is_hetero", "is_sorted")
 PART_FILES = ("graph.pt", "node_feats.pt", "edge_feats.pt")
 EXAMPLES_SHOWN = 5  # offending ids quoted per problem
+FEATURES_SHOWN = 256  # features described per type and part; a file may hold any number
+NAME_LIMIT = 256  # characters of a feature name kept
 
 FINDINGS = {
     "partition-meta-missing": ("error", "META.json is missing"),
@@ -53,6 +62,10 @@ FINDINGS = {
     "partition-file-unloadable": ("error", "a file cannot be loaded the way PyG loads it"),
     "partition-edge-feats-unloadable": ("error", "edge_feats.pt is a defaultdict that weights_only loading rejects"),
     "partition-pickle-fallback": ("warning", "PyG would load a file with weights_only=False"),
+    "partition-pickle-holds-code": ("error", "a file would import or call code beyond tensors and containers "
+                                             "when unpickled, or could not be proven free of it"),
+    "partition-path-outside-root": ("error", "a type name in META.json points outside the partition folder"),
+    "partition-output-capped": ("warning", "not every part was examined, or the report was cut to stay bounded"),
     "partition-load-timeout": ("error", "loading a file did not finish within the time bound"),
     "partition-map-invalid": ("error", "a node or edge map is not a 1-D integer tensor of partition ids"),
     "partition-map-size-mismatch": ("error", "a map's length disagrees with the graph's node or edge count"),
@@ -80,7 +93,7 @@ finding = TOOL.finding
 
 USAGE = """\
 %(prog)s ROOT [--labels PATH] [--label-node-type TYPE] [--allow-pickle]
-       [--timeout SECONDS] [--pretty]
+       [--timeout SECONDS] [--max-parts N] [--pretty]
        %(prog)s --list-findings"""
 
 EPILOG = """\
@@ -97,9 +110,12 @@ exit codes:
 what it guarantees:
   Exactly one JSON document on stdout; warnings on stderr. Read-only: the
   folder is never modified and no file, directory or socket is created.
-  Files are unpickled only as PyG would with weights_only=True; a file PyG
-  would load with weights_only=False (arbitrary code) is loaded that way only
-  with --allow-pickle. Loading runs in a child process: a load that crashes
+  Files are unpickled only as PyG would with weights_only=True. A file that
+  fails that is scanned with pickletools (nothing executed): one that names
+  anything beyond containers and tensors is reported as code and never
+  loaded; --allow-pickle loads the others with weights_only=False through an
+  unpickler that refuses every other name. Type names in META.json cannot
+  reach outside ROOT. Loading runs in a child process: a load that crashes
   is reported (partition-load-crashed), one that runs past --timeout is ended
   even when it blocks in C, after which no further file is opened.
 
@@ -125,6 +141,19 @@ class PickleFallbackNotRun(Exception):
     """PyG would retry with weights_only=False; not done without --allow-pickle."""
 
 
+class PickleHoldsCode(Exception):
+    """--allow-pickle was given, but the scan did not prove the file free of code: not loaded."""
+
+    def __init__(self, scanned):
+        Exception.__init__(self, "not loaded: the file names %s" % (
+            ", ".join(scanned["refused"][:EXAMPLES_SHOWN]) or scanned["error"]))
+        self.scanned = scanned
+
+
+class OutsideRoot(Exception):
+    """A path PyG would read resolves outside ROOT: refused unopened."""
+
+
 def torch_load_as_pyg(path, allow_pickle):
     """Mirror torch_geometric.io.fs.torch_load (PyG 2.8) for a local file.
 
@@ -147,15 +176,20 @@ def torch_load_as_pyg(path, allow_pickle):
             raise
         if not allow_pickle:
             raise PickleFallbackNotRun(str(error)) from None
-        with open(path, "rb") as handle:
-            return torch.load(handle, None, weights_only=False), True
+    # --allow-pickle: only a file the scan proves free of code, and even then through an unpickler
+    # that refuses any other name (the file may change between scan and load).
+    scanned = safe_pickle.scan(path)
+    if not scanned["safe"]:
+        raise PickleHoldsCode(scanned)
+    with open(path, "rb") as handle:
+        return torch.load(handle, None, weights_only=False, pickle_module=safe_pickle.restricted_pickle_module()), True
 
 
 class Loaded:
     """What loading one file gave: a value, or why not."""
 
-    def __init__(self, path, status, value=None, error=None):
-        self.path, self.status, self.value, self.error = path, status, value, error
+    def __init__(self, path, status, value=None, error=None, scan=None):
+        self.path, self.status, self.value, self.error, self.scan = path, status, value, error, scan
 
     @property
     def ok(self):
@@ -167,6 +201,8 @@ class Loaded:
             facts["error"] = error_text(self.error)
         if self.status == "error" and is_defaultdict_rejection(self.error):
             facts["cause"] = "defaultdict-weights-only"
+        if self.scan is not None:
+            facts["scan"] = self.scan
         return facts
 
 
@@ -175,7 +211,19 @@ def is_defaultdict_rejection(error):
     return "SETITEMS" in text and "defaultdict" in text
 
 
-def load_file(path, options, call):
+def inside(path, root):
+    """Whether `path` resolves (symbolic links followed) to ROOT or below it."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def load_file(path, options, call, confined=True):
+    """Load one file as PyG would; `confined`: the path comes from the folder (META.json type names)
+    and must stay inside ROOT. Labels and seed splits beside ROOT are found by fixed patterns."""
+    if confined and not inside(path, options.root):
+        return Loaded(path, "outside-root", error=OutsideRoot("%s resolves outside ROOT %s: not opened"
+                                                              % (path, os.path.realpath(options.root))))
     if not os.path.exists(path):  # exists, not isfile: a stalled mount or pipe must hit the time bound
         return Loaded(path, "missing")
     try:
@@ -183,10 +231,21 @@ def load_file(path, options, call):
     except CallTimeout as error:
         return Loaded(path, "timeout", error=error)
     except PickleFallbackNotRun as error:
-        return Loaded(path, "pickle-fallback-not-run", error=error)
+        return Loaded(path, "pickle-fallback-not-run", error=error, scan=scan_file(path, call))
+    except PickleHoldsCode as error:
+        return Loaded(path, "pickle-holds-code", error=error, scan=error.scanned)
     except Exception as error:
-        return Loaded(path, "error", error=error)
+        # The scan tells code (a file naming os.system is refused by torch too) from a damaged file.
+        return Loaded(path, "error", error=error, scan=scan_file(path, call))
     return Loaded(path, "pickle-fallback-loaded" if fallback else "ok", value)
+
+
+def scan_file(path, call):
+    """What unpickling the file would import and call, found without running it (safe_pickle)."""
+    try:
+        return call("scan(%s)" % path, safe_pickle.scan, path)
+    except CallTimeout as error:
+        return {"safe": False, "refused": [], "error": "the scan did not finish: %s" % error}
 
 
 # ---------------------------------------------------------------------------
@@ -230,11 +289,10 @@ def gather_meta(root):
     facts = {"present": os.path.isfile(path), "error": None, "content": None, "problems": []}
     if not facts["present"]:
         return facts
-    try:
-        with open(path, "rb") as handle:
-            content = json.load(handle)
-    except (OSError, ValueError) as error:
-        facts["error"] = error_text(error)
+    try:  # bounded: a deeply nested or huge META.json is a finding, not a RecursionError
+        content = safe_json.load_file(path, META_MAX_BYTES, META_MAX_DEPTH)
+    except safe_json.Refused as error:
+        facts["error"] = "META.json: %s" % error
         return facts
     facts["content"] = content
     facts["problems"] = meta_problems(content)
@@ -253,6 +311,10 @@ def meta_problems(meta):
     for key in ("is_hetero", "is_sorted"):
         if key in meta and not isinstance(meta[key], bool):
             problems.append("%s is %r, not true or false (PyG tests `is False`)" % (key, meta[key]))
+    for key in ("node_types", "edge_types"):
+        if isinstance(meta.get(key), list) and len(meta[key]) > MAX_TYPES:
+            return problems + ["%s lists %d types; more than %d is not a partition this checker examines"
+                               % (key, len(meta[key]), MAX_TYPES)]
     if meta.get("is_hetero") is True:
         node_types = meta.get("node_types")
         if not (isinstance(node_types, list) and node_types and all(isinstance(t, str) for t in node_types)):
@@ -288,6 +350,8 @@ def usable_meta(meta_facts):
     num_parts = num_parts if isinstance(num_parts, int) and not isinstance(num_parts, bool) and num_parts >= 1 \
         else None
     hetero = meta.get("is_hetero") if isinstance(meta.get("is_hetero"), bool) else None
+    if any(isinstance(meta.get(key), list) and len(meta[key]) > MAX_TYPES for key in ("node_types", "edge_types")):
+        hetero = None  # nothing is loaded for a type list of that size (meta_problems says so)
     node_types = [t for t in meta.get("node_types") or [] if isinstance(t, str)] if hetero else [None]
     edge_types = [tuple(t) for t in meta.get("edge_types") or []
                   if isinstance(t, list) and len(t) == 3 and all(isinstance(p, str) for p in t)] if hetero else [None]
@@ -298,13 +362,26 @@ def usable_meta(meta_facts):
 
 
 def gather_layout(root, num_parts):
-    found = sorted(int(m.group(1)) for m in (re.fullmatch(r"part_(\d+)", name) for name in os.listdir(root))
+    """part_N/ folders found and expected; lists are cut to LIST_SHOWN entries, each with its count."""
+    names = os.listdir(root)
+    found = sorted(int(m.group(1)) for m in (re.fullmatch(r"part_(\d+)", name) for name in names)
                    if m and os.path.isdir(os.path.join(root, m.group(0))))
-    expected = list(range(num_parts)) if num_parts else []
-    return {"parts_found": found, "parts_expected": expected,
-            "missing": [i for i in expected if i not in found],
-            "unexpected": [i for i in found if num_parts and i >= num_parts],
-            "misnamed": sorted(name for name in os.listdir(root) if re.fullmatch(r"part-?\d+", name))}
+    found_set = set(found)
+    missing_count = sum(1 for i in found_set if num_parts and i < num_parts)
+    missing_count = (num_parts or 0) - missing_count
+    missing = []
+    for i in range(num_parts or 0):  # stops after LIST_SHOWN: num_parts may be any integer
+        if len(missing) == LIST_SHOWN:
+            break
+        if i not in found_set:
+            missing.append(i)
+    unexpected = [i for i in found if num_parts and i >= num_parts]
+    misnamed = sorted(name for name in names if re.fullmatch(r"part-?\d+", name))
+    return {"num_parts_expected": num_parts or 0,
+            "parts_found": found[:LIST_SHOWN], "parts_found_count": len(found),
+            "missing": missing, "missing_count": missing_count,
+            "unexpected": unexpected[:LIST_SHOWN], "unexpected_count": len(unexpected),
+            "misnamed": misnamed[:LIST_SHOWN], "misnamed_count": len(misnamed)}
 
 
 # ---------------------------------------------------------------------------
@@ -494,12 +571,15 @@ def summarize_features(feats, num_rows, group, pid, totals):
     if not isinstance(feats, dict):
         return {"problem": "feats holds a %s, not a dict of tensors" % type_name(feats)}
     facts = {}
-    for name, value in feats.items():
+    if len(feats) > FEATURES_SHOWN:
+        facts["problem"] = "holds %d features; the first %d are checked" % (len(feats), FEATURES_SHOWN)
+    for name, value in list(feats.items())[:FEATURES_SHOWN]:
+        name = sanitise_text(safe_str(name), NAME_LIMIT)  # names come from the file: any size
         entry = describe(value)
         entry["expected_rows"] = num_rows
-        facts[str(name)] = entry
+        facts[name] = entry
         if isinstance(value, torch.Tensor) and value.dim() > 0:
-            key = json.dumps([group if not isinstance(group, tuple) else list(group), str(name)])
+            key = json.dumps([group if not isinstance(group, tuple) else list(group), name])
             totals.feature_shapes.setdefault(key, {})[pid] = [entry["dtype"]] + entry["shape"][1:]
     return facts
 
@@ -553,7 +633,7 @@ def replay_from_partition(root, pid, cache, options, call):
             return loaded.value
         if loaded.status == "missing":
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-        raise loaded.error
+        raise loaded.error if loaded.error is not None else OSError("%s: %s" % (path, loaded.status))
 
     verdict = {}
     original = fs.torch_load
@@ -566,8 +646,11 @@ def replay_from_partition(root, pid, cache, options, call):
                 store.from_partition(root, pid)
                 verdict[store.__name__] = {"loads": True}
             except PickleFallbackNotRun:
-                verdict[store.__name__] = {"loads": None, "reason": "needs weights_only=False; rerun with "
-                                                                    "--allow-pickle to try it"}
+                verdict[store.__name__] = {"loads": None, "reason": "needs weights_only=False (see the "
+                                                                    "findings: only a file proven free of code "
+                                                                    "may be loaded that way)"}
+            except (PickleHoldsCode, OutsideRoot) as error:
+                verdict[store.__name__] = {"loads": None, "reason": error_text(error)}
             except CallTimeout:
                 verdict[store.__name__] = {"loads": None, "reason": "a file load timed out"}
             except Exception as error:
@@ -621,7 +704,7 @@ def gather_labels(root, meta, maps, options, call):
     node_counts = {t: m.get("length") for t, m in maps["node"].items()}
     results = []
     for path in paths:
-        loaded = load_file(path, options, call)
+        loaded = load_file(path, options, call, confined=False)
         entry = dict(loaded.facts(os.path.dirname(path)), path=path, source=source)
         if loaded.ok:
             entry.update(describe(loaded.value))
@@ -657,9 +740,9 @@ def gather_seeds(parent, meta, node_counts, labels, options, call):
         if not split or not os.path.isdir(directory):
             continue
         files = {}
-        for pid in range(meta["num_parts"] or 0):
+        for pid in range(min(meta["num_parts"] or 0, options.max_parts)):
             path = os.path.join(directory, "partition%d.pt" % pid)
-            loaded = load_file(path, options, call)
+            loaded = load_file(path, options, call, confined=False)
             entry = loaded.facts(directory)
             if loaded.ok:
                 entry.update(describe(loaded.value))
@@ -696,7 +779,10 @@ def gather_facts(root, options, call, out):
     out.publish("layout", facts["layout"])
     facts["maps"], facts["parts"], facts["coverage"], facts["labels"] = None, [], None, None
     if meta["num_parts"] is None or meta["is_hetero"] is None:
-        for pid in facts["layout"]["parts_found"]:
+        found = facts["layout"]["parts_found"][:options.max_parts]
+        facts["examined"] = examined_facts(facts["layout"]["parts_found_count"], len(found), options)
+        out.publish("examined", facts["examined"])
+        for pid in found:
             facts["parts"].append({"index": pid, "present": True,
                                    "from_partition": replay_from_partition(root, pid, {}, options, call)})
             out.append("parts", facts["parts"][-1])
@@ -709,12 +795,16 @@ def gather_facts(root, options, call, out):
     totals = Totals({t: m.get("length") for t, m in maps["node"].items()},
                     {t: m.get("length") for t, m in maps["edge"].items()})
     out.publish("maps", facts["maps"])
-    for pid in range(meta["num_parts"]):
-        facts["parts"].append(gather_part(root, pid, meta, maps, totals, cache, options, call))
+    examined = min(meta["num_parts"], options.max_parts)
+    facts["examined"] = examined_facts(meta["num_parts"], examined, options)
+    out.publish("examined", facts["examined"])
+    for pid in range(examined):
+        # sanitise: strings from the files (feature names) are cut, so each record stays bounded
+        facts["parts"].append(sanitise(gather_part(root, pid, meta, maps, totals, cache, options, call)))
         out.append("parts", facts["parts"][-1])
     facts["coverage"] = coverage_facts(totals)
     # Missing ids mean something only when every part could be read.
-    facts["coverage"]["complete"] = all(
+    facts["coverage"]["complete"] = examined == meta["num_parts"] and all(
         part["present"] and all(part["files"][name]["status"] in ("ok", "pickle-fallback-loaded")
                                 for name in ("graph.pt", "node_feats.pt")) for part in facts["parts"])
     facts["feature_shapes"] = totals.feature_shapes
@@ -723,6 +813,10 @@ def gather_facts(root, options, call, out):
         name for part in facts["parts"] for per in part.get("nodes", {}).get("per_type", {}).values()
         for name in per.get("features", {}) if name == "y"})
     return facts
+
+
+def examined_facts(parts, examined, options):
+    return {"parts": parts, "examined": examined, "not_examined": parts - examined, "max_parts": options.max_parts}
 
 
 def load_maps(root, meta, options, call):
@@ -775,11 +869,17 @@ def rule_meta(facts, options):
                         fix="point at the folder Partitioner wrote (it holds META.json and part_0/...), or %s"
                             % REPARTITION)]
     if meta["error"] or meta["problems"]:
-        return [finding("partition-meta-invalid", {"error": meta["error"], "problems": meta["problems"],
-                                                   "content": meta["content"]},
+        return [finding("partition-meta-invalid", {"error": meta["error"], "problems": meta["problems"][:20],
+                                                   "content": shown_meta(meta["content"])},
                         fix="%s; PyG %s reads num_parts, is_hetero, is_sorted, node_types and edge_types from it"
                             % (REPARTITION, facts["loading"]["torch_geometric"]))]
     return []
+
+
+def shown_meta(content):
+    """META.json as quoted in the JSON: whole when small, else its size (the file is the evidence)."""
+    size = len(json.dumps(content))
+    return content if size <= META_SHOWN_BYTES else {"not_shown": "%d bytes of JSON" % size}
 
 
 def rule_layout(facts, options):
@@ -787,13 +887,16 @@ def rule_layout(facts, options):
     found = []
     if layout["missing"]:
         found.append(finding("partition-part-missing", {"missing": layout["missing"],
+                                                        "missing_count": layout["missing_count"],
                                                         "found": layout["parts_found"],
+                                                        "found_count": layout["parts_found_count"],
                                                         "misnamed": layout["misnamed"]},
                              fix="copy the missing part_N/ folders from the machine that ran the Partitioner "
                                  "(PyG names them part_0, part_1, ...), or %s" % REPARTITION))
     if layout["unexpected"]:
         found.append(finding("partition-part-unexpected", {"unexpected": layout["unexpected"],
-                                                           "num_parts": len(layout["parts_expected"])},
+                                                           "unexpected_count": layout["unexpected_count"],
+                                                           "num_parts": layout["num_parts_expected"]},
                              fix="these folders come from an earlier run with more parts; partition into an "
                                  "empty folder so stale parts cannot mix in"))
     return found
@@ -821,33 +924,62 @@ def load_problem_findings(facts, options):
         found.append(finding("partition-file-missing", {"files": optional}, severity="warning",
                              fix="from_partition loads without it, but the part then has no node or edge "
                                  "features; copy the complete folder again"))
-    errors = by_status.get("error", [])
+    outside = by_status.get("outside-root", [])
+    if outside:
+        found.append(finding("partition-path-outside-root", {"files": outside[:20], "count": len(outside),
+                                                             "root": facts["root"]},
+                             fix="type names in META.json must be plain names (no '/' or '..', no symbolic links "
+                                 "out of the folder); nothing outside ROOT was opened; %s" % REPARTITION))
+    # A file is rewritten or loaded with weights_only=False only after the scan proved it holds nothing
+    # but containers and tensors; anything else is reported as code, with no command that would load it.
+    holds_code = [e for e in files_of(by_status, "error", "pickle-fallback-not-run", "pickle-holds-code")
+                  if e.get("scan") is not None and (e["scan"].get("refused") or (
+                      not e["scan"].get("safe") and (e["status"] != "error" or e.get("cause"))))]
+    errors = [e for e in by_status.get("error", []) if e not in holds_code]
     defaultdicts = [e for e in errors if e.get("cause") == "defaultdict-weights-only"]
     others = [e for e in errors if e not in defaultdicts]
+    if holds_code:
+        found.append(finding("partition-pickle-holds-code", {"files": holds_code[:20], "count": len(holds_code)},
+                             fix="do not load these files (no --allow-pickle, no torch.load without weights_only=True): "
+                                 "unpickling them imports or calls what evidence.files[].scan.refused names. "
+                                 "Delete the folder and %s, on a machine you trust" % REPARTITION))
     if defaultdicts:
         found.append(finding("partition-edge-feats-unloadable", {"files": defaultdicts,
                                                                  "torch": facts["loading"]["torch"]},
-                             fix=edge_feats_fix(facts["root"])))
+                             fix=edge_feats_fix(facts["root"], [e["path"] for e in defaultdicts])))
     if others:
         found.append(finding("partition-file-unloadable", {"files": others},
                              fix="the file is truncated or corrupt (or saved by a newer torch); copy it again "
                                  "from the source, or %s" % REPARTITION))
-    unsafe = by_status.get("pickle-fallback-not-run", []) + by_status.get("pickle-fallback-loaded", [])
+    unsafe = [e for e in files_of(by_status, "pickle-fallback-not-run", "pickle-fallback-loaded")
+              if e not in holds_code]
     if unsafe:
         found.append(finding("partition-pickle-fallback", {"files": unsafe},
-                             fix="save these files with tensors, dicts and lists only; if you wrote them "
-                                 "yourself, rerun with --allow-pickle to check their contents"))
+                             fix="save these files with tensors, dicts and lists only; the scan found nothing but "
+                                 "those in them, so rerun with --allow-pickle to check their contents: %s"
+                                 % TOOL.command(quote(facts["root"]), "--allow-pickle")))
     return found
 
 
-def edge_feats_fix(root):
-    """Rewrite edge_feats.pt as a plain dict, which weights_only loading accepts (tested)."""
-    pattern = os.path.join(root, "part_*", "edge_feats.pt")
+def files_of(by_status, *statuses):
+    return [entry for status in statuses for entry in by_status.get(status, [])]
+
+
+def edge_feats_fix(root, relative_paths):
+    """Rewrite the named edge_feats.pt files as plain dicts, which weights_only loading accepts (tested).
+
+    Only files the scan proved to hold containers and tensors get here; the rewrite scans each
+    again and loads it through safe_pickle's restricted unpickler, so a file changed since this
+    check is left alone. Paths travel as arguments, never inside the program text.
+    """
+    root = root.rstrip(os.sep)
+    scripts = os.path.dirname(os.path.abspath(__file__))
+    program = ("import sys; sys.path.insert(0, sys.argv[1]); from diagnostics_core import safe_pickle; "
+               "sys.exit(safe_pickle.rewrite_as_dict(sys.argv[2:]))")
     # The interpreter running this checker has the torch that must load the files.
-    return ("cp -a %s %s.bak && %s -c \"import glob, torch; [torch.save(dict(torch.load(p, "
-            "weights_only=False)), p) for p in glob.glob('%s')]\"  # only for a folder you wrote yourself"
-            % (quote(root.rstrip(os.sep)), quote(root.rstrip(os.sep)), quote(sys.executable),
-               pattern.replace("'", "\\'")))
+    return "cp -a %s %s && %s -B -c %s %s %s" % (
+        quote(root), quote(root + ".bak"), quote(sys.executable), quote(program), quote(scripts),
+        " ".join(quote(os.path.join(root, path)) for path in relative_paths))
 
 
 def rule_maps(facts, options):
@@ -1065,7 +1197,9 @@ def rule_from_partition(facts, options):
                 failing.setdefault(str(part["index"]), {})[store] = verdict["error"]
     if not failing:
         return []
-    return [finding("partition-from-partition-fails", {"parts": failing, "torch": facts["loading"]["torch"],
+    shown = dict(list(failing.items())[:20])
+    return [finding("partition-from-partition-fails", {"parts": shown, "parts_failing": len(failing),
+                                                       "torch": facts["loading"]["torch"],
                                                        "torch_geometric": facts["loading"]["torch_geometric"]},
                     fix="apply the fixes of the other error findings (they name the cause); the errors are what "
                         "LocalGraphStore/LocalFeatureStore.from_partition raise on this machine")]
@@ -1133,8 +1267,25 @@ def rule_timeout(facts, options, caller):
                         "%d or copy the folder to local disk" % (int(caller.timed_out["timeout_s"]) * 3))]
 
 
+def rule_capped(facts, options):
+    """Parts not examined (--max-parts), or a child report too large to arrive whole."""
+    examined, lost = facts.get("examined") or {}, facts.get("report_lost")
+    if not examined.get("not_examined") and not lost:
+        return []
+    evidence = dict(examined)
+    if lost:
+        evidence["report_lost"] = dict(lost, parts_reported=len(facts["parts"]))
+        return [finding("partition-output-capped", evidence, severity="error",
+                        fix="the parts missing from \"parts\" were not verified; %s" % REPARTITION)]
+    more = min(max(examined.get("parts") or 0, options.max_parts), MAX_PARTS_LIMIT)
+    return [finding("partition-output-capped", evidence,
+                    fix="%s of %s parts were checked; to check more: %s  # not run here: output and time grow "
+                        "with the number of parts" % (examined.get("examined"), examined.get("parts"),
+                                                      TOOL.command(quote(facts["root"]), "--max-parts", str(more))))]
+
+
 RULES = (rule_meta, rule_layout, load_problem_findings, rule_maps, rule_graph, rule_edge_map_sizes,
-         rule_coverage, rule_offsets, rule_features, rule_from_partition, rule_labels, rule_crash)
+         rule_coverage, rule_offsets, rule_features, rule_from_partition, rule_labels, rule_crash, rule_capped)
 
 
 def diagnose(facts, options, caller):
@@ -1148,7 +1299,7 @@ def diagnose(facts, options, caller):
 # Rendering
 # ---------------------------------------------------------------------------
 
-FACT_SECTIONS = ("root", "loading", "meta", "layout", "maps", "parts", "coverage", "labels")
+FACT_SECTIONS = ("root", "loading", "meta", "layout", "examined", "maps", "parts", "coverage", "labels")
 
 
 def render(facts, findings, options, started, internal_error=None, usage_error=False):
@@ -1168,6 +1319,8 @@ def render(facts, findings, options, started, internal_error=None, usage_error=F
             v["loads"] is None for v in p.get("from_partition", {}).values()))}
     for section in FACT_SECTIONS:
         document[section] = facts.get(section)
+    if isinstance(document["meta"], dict) and "content" in document["meta"]:
+        document["meta"] = dict(document["meta"], content=shown_meta(document["meta"]["content"]))
     return document, exit_code
 
 
@@ -1189,11 +1342,26 @@ def build_parser():
                         help="node type the labels belong to (heterogeneous partitions; default: the one type "
                              "whose node count equals the label rows)")
     parser.add_argument("--allow-pickle", action="store_true",
-                        help="load files PyG would load with weights_only=False the same way (runs code from "
-                             "the files: only for folders you wrote yourself)")
+                        help="load files PyG would load with weights_only=False that way, but only files a "
+                             "pickletools scan proves hold nothing but containers and tensors, through an "
+                             "unpickler that refuses any other name (a file holding code is never loaded)")
     parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
                         help="bound on each file load (default %(default)s)")
+    parser.add_argument("--max-parts", metavar="N", type=max_parts, default=DEFAULT_MAX_PARTS,
+                        help="check parts 0..N-1 at most (default %(default)s); the rest are named in "
+                             "partition-output-capped, so output and time stay bounded")
     return parser
+
+
+def max_parts(text):
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a whole number of parts, got %r" % text)
+    if not 1 <= value <= MAX_PARTS_LIMIT:
+        raise argparse.ArgumentTypeError("must be between 1 and %d, got %s" % (MAX_PARTS_LIMIT, text))
+    return value
 
 
 def child_main(options_text):
@@ -1214,12 +1382,19 @@ def run_child(options):
     facts, done, outcome, timed_out, crash = calls.run_tool_child(__file__, CHILD_FLAG, options, "load")
     if done is not None:
         facts, state = done["facts"], CallerState(**done["caller"])
+    elif outcome.returncode == 0 and outcome.killed_for is None:
+        # The child finished, but its last record never arrived whole (too large for one record):
+        # a bound on output, not a crash. The facts it published one by one still hold.
+        state = CallerState()
+        facts["report_lost"] = {"reason": "the child's final record exceeded the record size limit",
+                                "child_returncode": 0}
     else:
         state = CallerState(timed_out=timed_out)
         if crash:
             facts["crash"] = crash
     for key, value in (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None),
-                       ("layout", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None)):
+                       ("layout", None), ("examined", None), ("maps", None), ("parts", []), ("coverage", None),
+                       ("labels", None)):
         facts.setdefault(key, value)  # sections a crash or kill cut short
     facts["child"] = sandbox.call_child_summary(outcome)
     return facts, state

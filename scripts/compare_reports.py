@@ -16,17 +16,18 @@ Gather the reports first (the checker writes nothing itself), one per node:
 import collections
 import json
 import os
+import re
 import sys
 import time
 
 sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diagnostics_core import cli, wheels  # noqa: E402
+from diagnostics_core import cli, safe_json, wheels  # noqa: E402
 from diagnostics_core.contract import Tool  # noqa: E402
 from diagnostics_core.markdown import cell, code  # noqa: E402
 from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces  # noqa: E402
-from diagnostics_core.text import write_json, write_text  # noqa: E402
+from diagnostics_core.text import quote, sanitise, write_json, write_text  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 TOOL_VERSION = "1.0.0"
@@ -42,7 +43,9 @@ FINDINGS = {
     "cluster-cpu-count-differs": ("info", "nodes have different usable core counts"),
     "cluster-report-incomplete": ("warning", "some reports lack facts needed for the comparison"),
     "cluster-single-report": ("info", "only one report: nothing to compare"),
-    "cluster-report-unreadable": ("error", "a report file is missing, not JSON or not a checker report"),
+    "cluster-report-unreadable": ("error", "a report file is missing, not JSON, not a checker report, or a "
+                                           "field has the wrong type"),
+    "cluster-schema-mismatch": ("error", "the reports come from checker versions with different schema majors"),
     "cluster-compare-internal-error": ("error", "the compare script itself failed"),
     "cluster-usage-error": ("error", "the command line is not valid"),
 }
@@ -106,50 +109,132 @@ def report_paths(arguments):
     return paths
 
 
+CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py")
+GATHER = "python3 %s > reports/$(hostname).json" % quote(CHECKER)
+REPORT_MAX_BYTES = 16 << 20
+REPORT_MAX_DEPTH = 64
+
+
 def unreadable(message, evidence):
     return cli.UsageError("compare_reports.py: error: %s" % message, "cluster-report-unreadable", evidence,
-                          "gather it again: python scripts/check_sampling_backends.py > reports/$(hostname).json")
+                          "gather it again on that node: %s" % GATHER)
 
 
 def load_report(path):
+    """One report, parsed bounded (size, nesting; a FIFO is refused unopened) and made safe text."""
     try:
-        with open(path, "rb") as handle:
-            document = json.loads(handle.read().decode("utf-8"))
-    except (OSError, ValueError) as error:
-        raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)[:300]})
+        document = safe_json.load_file(path, REPORT_MAX_BYTES, REPORT_MAX_DEPTH)
+    except safe_json.Refused as error:
+        raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)})
+    # Lone surrogates and endless strings become safe text once, here, so every output stays strict.
+    document = sanitise(document)
     if not isinstance(document, dict) or "findings" not in document or "environment" not in document:
         raise unreadable("%s: not a check_sampling_backends.py report" % path,
                          {"file": path, "error": "no 'findings' and 'environment' keys"})
-    return document
+    report = Report(path, document)
+    if not isinstance(report.get("schema_version"), str):
+        raise Malformed(path, ("schema_version",), "str", report.get("schema_version"))
+    return report
 
 
 MISSING = object()  # a key the report lacks, unlike a fact that is null
 
 
-def dig(document, path):
-    for key in path:
-        if not isinstance(document, dict) or key not in document:
-            return MISSING
-        document = document[key]
-    return document
+class Malformed(Exception):
+    """A field of a report has a type the checker never writes there."""
+
+    def __init__(self, path, keys, expected, value):
+        Exception.__init__(self, path)
+        self.path, self.field, self.expected = path, ".".join(keys), expected
+        self.got = "missing" if value is None else type(value).__name__
+
+    def usage_error(self):
+        return unreadable("%s: field %s is %s, expected %s" % (self.path, self.field, self.got, self.expected),
+                          {"file": self.path, "field": self.field, "expected": self.expected, "got": self.got})
 
 
-def launch_environment(report):
-    launch = dig(report, ("environment", "launch"))
-    return launch if isinstance(launch, dict) else {}
+# Every field this tool reads, with the type the checker writes there ("*": any key). null is always
+# accepted (a fact the checker could not learn); any other type makes the report unreadable.
+TEXT, WHOLE, OBJECT = (str,), (int,), (dict,)
+FIELD_TYPES = {
+    ("schema_version",): TEXT, ("status",): TEXT,
+    ("environment",): OBJECT, ("environment", "hostname"): TEXT, ("environment", "launch"): OBJECT,
+    ("environment", "launch", "*"): OBJECT, ("environment", "launch", "*", "raw"): TEXT,
+    ("environment", "launch", "*", "value"): (int, str), ("environment", "launch", "*", "error"): TEXT,
+    ("environment", "network_interfaces"): ("list of str",),
+    ("python",): OBJECT, ("python", "version"): TEXT, ("python", "executable"): TEXT, ("python", "prefix"): TEXT,
+    ("torch",): OBJECT, ("torch", "version"): TEXT, ("torch", "cuda"): TEXT, ("torch", "file"): TEXT,
+    ("cuda",): OBJECT, ("cuda", "nccl_version"): ("list of int",), ("cuda", "cudnn_version"): WHOLE,
+    ("pyg",): OBJECT, ("pyg", "version"): TEXT, ("pyg", "file"): TEXT,
+    ("sampling",): OBJECT, ("sampling", "neighbor_backend"): TEXT,
+    ("extensions",): OBJECT, ("extensions", "*"): OBJECT, ("extensions", "*", "status"): TEXT,
+    ("extensions", "*", "version"): TEXT, ("extensions", "*", "file"): TEXT,
+    ("cpu",): OBJECT, ("cpu", "affinity"): OBJECT, ("cpu", "affinity", "count"): WHOLE,
+    ("cpu", "logical_cores"): WHOLE,
+    ("install",): OBJECT, ("install", "torch_minor"): TEXT, ("install", "variant"): TEXT,
+    ("install", "platform"): TEXT, ("install", "index_url"): TEXT,
+}
+
+
+def declared_type(keys):
+    for pattern, kinds in FIELD_TYPES.items():
+        if len(pattern) == len(keys) and all(p in ("*", k) for p, k in zip(pattern, keys)):
+            return kinds
+    raise KeyError("compare_reports reads an undeclared field %s" % ".".join(keys))  # a bug here, not input
+
+
+def has_type(value, kinds):
+    if kinds == ("list of str",) or kinds == ("list of int",):
+        item = str if kinds == ("list of str",) else int
+        return isinstance(value, list) and all(isinstance(v, item) and not isinstance(v, bool) for v in value)
+    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+
+
+class Report(object):
+    """A checker report read through one accessor: get() checks each field's type as it reads it."""
+
+    def __init__(self, path, document):
+        self.path, self.document = path, document
+
+    def get(self, *keys, absent=None):
+        """The field at `keys`: None when null, `absent` when the report lacks it; Malformed when it
+        has a type the checker never writes there."""
+        value = self.document
+        for depth in range(len(keys)):
+            if not isinstance(value, dict) or keys[depth] not in value:
+                return absent
+            value = value[keys[depth]]
+            if value is None:
+                return None
+            kinds = declared_type(keys[:depth + 1])
+            if not has_type(value, kinds):
+                raise Malformed(self.path, keys[:depth + 1], " or ".join(
+                    k if isinstance(k, str) else k.__name__ for k in kinds), value)
+        return value
+
+    def keys(self, *keys):
+        """The keys of the object at `keys` (checked like get), sorted."""
+        return sorted(self.get(*keys) or {})
+
+
+def launch_entry(report, name):
+    return report.get("environment", "launch", name)
 
 
 def launch_value(report, name):
-    entry = launch_environment(report).get(name)
-    return entry.get("value") if isinstance(entry, dict) and entry.get("error") is None else None
+    entry = launch_entry(report, name)
+    if entry is None or report.get("environment", "launch", name, "error") is not None:
+        return None
+    return report.get("environment", "launch", name, "value")
 
 
 def rank_of(report):
     """(rank, world size, variable) from the first launcher that set a rank."""
     for rank_name, world_name in RANK_VARIABLES:
         rank = launch_value(report, rank_name)
-        if rank is not None:
-            return rank, launch_value(report, world_name), rank_name
+        if isinstance(rank, int):
+            world = launch_value(report, world_name)
+            return rank, world if isinstance(world, int) else None, rank_name
     return None, None, None
 
 
@@ -158,11 +243,11 @@ def describe_reports(paths, reports):
     entries = []
     for path, report in zip(paths, reports):
         rank, world, rank_variable = rank_of(report)
-        hostname = report["environment"].get("hostname") if isinstance(report["environment"], dict) else None
+        hostname = report.get("environment", "hostname")
         entries.append({"file": path, "hostname": hostname,
                         "host": hostname or os.path.splitext(os.path.basename(path))[0],
                         "rank": rank, "rank_variable": rank_variable, "world_size": world,
-                        "checker_status": report.get("status")})
+                        "checker_status": report.get("status"), "schema_version": report.get("schema_version")})
     per_host = collections.Counter(e["host"] for e in entries)
     for entry in entries:
         entry["label"] = entry["host"]
@@ -176,35 +261,34 @@ def describe_reports(paths, reports):
 # ---------------------------------------------------------------------------
 
 def extension_value(report, module):
-    entry = (report.get("extensions") or {}).get(module)
-    if not isinstance(entry, dict) or "status" not in entry:
+    status = report.get("extensions", module, "status")
+    if status is None:
         return MISSING
-    version = entry.get("version")
-    return entry["status"] + (" " + version if entry["status"] == "ok" and version else "")
+    version = report.get("extensions", module, "version")
+    return status + (" " + version if status == "ok" and version else "")
 
 
 def usable_cores(report):
-    affinity = dig(report, ("cpu", "affinity"))
-    if isinstance(affinity, dict) and affinity.get("count"):
-        return affinity["count"]
-    cores = dig(report, ("cpu", "logical_cores"))
-    return cores if isinstance(cores, int) else None
+    count = report.get("cpu", "affinity", "count")
+    if count:
+        return count
+    return report.get("cpu", "logical_cores")
 
 
 def compared_facts(report):
     """name -> (value, finding id) for everything compared; MISSING = not in this report."""
     facts = collections.OrderedDict()
     for name, path, finding_id in STACK_FACTS:
-        value = dig(report, path)
+        value = report.get(*path, absent=MISSING)
         if name == "python" and value and value is not MISSING:
             value = ".".join(value.split(".")[:2])  # patch releases interoperate
         facts[name] = (value, finding_id)
-    modules = sorted(report.get("extensions") or {})
-    for module in modules or [m for m, _ in wheels.EXTENSIONS]:
+    for module in report.keys("extensions") or [m for m, _ in wheels.EXTENSIONS]:
         facts[module] = (extension_value(report, module), "cluster-stack-drift")
     for name in LAUNCH_AGREED:
-        entry = launch_environment(report).get(name)
-        facts[name] = (entry.get("raw") if isinstance(entry, dict) else "(unset)", "cluster-launch-disagrees")
+        # None: not set on that node (shown as null, never as a value to export)
+        facts[name] = (report.get("environment", "launch", name, "raw") if launch_entry(report, name) else None,
+                       "cluster-launch-disagrees")
     facts["usable cores"] = (usable_cores(report), "cluster-cpu-count-differs")
     return facts
 
@@ -227,34 +311,57 @@ def finding(finding_id, evidence, fix):
 
 # Where each compared module's file is recorded in a report.
 MODULE_FILES = {"torch": ("torch", "file"), "torch_geometric": ("pyg", "file")}
+VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$")  # what may follow == in a printed pip line
+INSTALLED_STATES = ("import-error", "blocked")  # installed but not importable: removable
 
 
 def module_file(report, name):
     if name in MODULE_FILES:
-        path = dig(report, MODULE_FILES[name])
-    else:
-        path = dig(report, ("extensions", name, "file"))
-    return path if isinstance(path, str) else None
+        return report.get(*MODULE_FILES[name])
+    return report.get("extensions", name, "file")
 
 
 def extension_install(python, package, version, model):
     """The line that installs `package` as the model host has it: a wheel only where the checker's
     wheel table says PyG's index has one for that torch, else the source build (never a guessed wheel)."""
-    install = dig(model, ("install",)) if isinstance(dig(model, ("install",)), dict) else {}
-    model_python = dig(model, ("python", "version"))
+    model = model if isinstance(model, Report) else Report("<model report>", model)
+    model_python = model.get("python", "version")
     python_version = wheels.parse_version(model_python)[:2] if isinstance(model_python, str) else (3, 11)
-    minor, variant, platform_name = install.get("torch_minor"), install.get("variant"), install.get("platform")
-    if minor and variant and platform_name and isinstance(install.get("index_url"), str):
+    minor, variant, platform_name = (model.get("install", key) for key in ("torch_minor", "variant", "platform"))
+    index_url = model.get("install", "index_url")
+    if minor and variant and platform_name and index_url:
         if wheels.wheel_status(package, minor, variant, platform_name, python_version)["wheel"]:
-            return "%s -m pip install --only-binary=:all: %s==%s -f %s" % (
-                python, package, version, install["index_url"])
+            return "%s -m pip install --only-binary=:all: %s -f %s" % (
+                python, quote("%s==%s" % (package, version)), quote(index_url))
     if package in dict(wheels.SOURCE_BUILDS):
         return "%s  # no wheel known for torch %s+%s: a source build" % (
             wheels.source_build_command(python, [package]), minor, variant)
-    return "python scripts/check_sampling_backends.py (its findings give that node's install command)"
+    return "python3 %s (its findings give that node's install command)" % quote(CHECKER)
 
 
-def install_fix(name, reference, others, entries, reports):
+def rerun_checker(label):
+    return "on %s: %s --require-neighbor-backend (a full report, not --static-only; its findings give that " \
+           "node's install command)" % (label, GATHER.split(" >")[0])
+
+
+def extension_fix(label, python, package, value, host_value, model):
+    """Make one host's extension match the reference state, or say why no command can."""
+    if isinstance(value, str) and value.startswith("ok ") and VERSION.match(value[3:]):
+        return "on %s: %s" % (label, extension_install(python, package, value[3:], model))
+    installed = isinstance(host_value, str) and (host_value.startswith("ok") or host_value in INSTALLED_STATES)
+    if value == "not-installed" and installed:
+        return "on %s: %s -m pip uninstall -y %s" % (label, python, quote(package))
+    return rerun_checker(label)  # a state that is no version to match (not-run, not-probed, ...)
+
+
+def definite(name, value):
+    """Whether `value` is a state a fix can make another host match (not unknown or unset)."""
+    if name in wheels.EXTENSION_DIST:
+        return value == "not-installed" or (isinstance(value, str) and value.startswith("ok "))
+    return isinstance(value, str) and bool(VERSION.match(value))
+
+
+def install_fix(name, reference, others, entries, reports, host_values):
     """What makes the differing hosts match the largest group (run on those hosts)."""
     value = reference["value"]
     by_label = dict((e["label"], r) for e, r in zip(entries, reports))
@@ -262,25 +369,41 @@ def install_fix(name, reference, others, entries, reports):
     fixes = []
     for label in others:
         report = by_label[label]
-        python = dig(report, ("python", "executable"))
-        python = python if isinstance(python, str) else "python"
-        prefix, path = dig(report, ("python", "prefix")), module_file(report, name)
-        if path and isinstance(prefix, str) and not path.startswith(prefix.rstrip("/") + "/"):
+        python = quote(report.get("python", "executable") or "python3")
+        prefix, path = report.get("python", "prefix"), module_file(report, name)
+        if path and prefix and not path.startswith(prefix.rstrip("/") + "/"):
             # A copy outside the interpreter's own prefix shadows the installed one.
-            fixes.append("on %s: %s is imported from %s, outside %s: remove its folder from PYTHONPATH"
-                         % (label, name, os.path.dirname(os.path.dirname(path)), prefix))
+            fixes.append("on %s: %s is imported from %s, outside %s: remove that folder from PYTHONPATH"
+                         % (label, name, quote(os.path.dirname(os.path.dirname(path))), quote(prefix)))
         elif name in wheels.EXTENSION_DIST:
-            package = wheels.EXTENSION_DIST[name]
-            if value and value.startswith("ok "):
-                fixes.append("on %s: %s" % (label, extension_install(python, package, value[3:], model)))
-            else:
-                fixes.append("on %s: %s -m pip uninstall -y %s" % (label, python, package))
-        elif name in ("torch", "torch_geometric") and value:
-            fixes.append("on %s: %s -m pip install %s==%s" % (label, python, name, value))
+            fixes.append(extension_fix(label, python, wheels.EXTENSION_DIST[name], value, host_values[label], model))
+        elif name in ("torch", "torch_geometric") and definite(name, value):
+            fixes.append("on %s: %s -m pip install %s" % (label, python, quote("%s==%s" % (name, value))))
         else:
-            fixes.append("on %s: python scripts/check_sampling_backends.py --require-neighbor-backend "
-                         "(its findings give that node's install command)" % label)
-    return "; ".join(fixes) + "  # to match %s (%s = %s)" % (reference["hosts"][0], name, value)
+            fixes.append(rerun_checker(label))
+    if definite(name, value):
+        return "; ".join(fixes) + "  # to match %s (%s = %s)" % (reference["hosts"][0], name, value)
+    return "; ".join(fixes) + "  # the largest group's %s is not a state to match: compare full reports" % name
+
+
+def launch_fix(name, grouped, valid):
+    """export the value of the largest group whose value the checker parsed; never a placeholder
+    (unset) or a value the checker rejected; the value is quoted, so it cannot run as shell code."""
+    if grouped[0]["value"] is None:
+        set_on = [h for g in grouped if g["value"] is not None for h in g["hosts"]]
+        return ("%d of %d nodes do not set %s: unset it on %s, or export one value on every node in the job "
+                "script (one job script for all nodes)" % (len(grouped[0]["hosts"]), len(grouped[0]["hosts"])
+                                                           + len(set_on), name, ", ".join(set_on)))
+    usable = [g for g in grouped if g["value"] in valid]
+    if not usable:
+        return ("no node sets %s to a value the checker accepts (see each report's environment.launch.%s.error): "
+                "export one valid value on every node in the job script" % (name, name))
+    fix = "export %s=%s on every node before the launch (one job script for all nodes)" % (
+        name, quote(usable[0]["value"]))
+    unset = [h for g in grouped if g["value"] is None for h in g["hosts"]]
+    if unset:
+        fix += "; it is unset on %s" % ", ".join(unset)
+    return fix
 
 
 def rule_drift(entries, reports, groups):
@@ -302,16 +425,27 @@ def rule_drift(entries, reports, groups):
         if files:
             evidence["files"] = files
         if finding_id == "cluster-launch-disagrees":
-            fix = ("export %s=%s on every node before the launch (one job script for all nodes)"
-                   % (name, reference["value"]))
+            valid = set(r.get("environment", "launch", name, "raw") for r in reports
+                        if launch_entry(r, name) and r.get("environment", "launch", name, "error") is None)
+            fix = launch_fix(name, grouped, valid)
         else:
-            fix = install_fix(name, reference, others, entries, reports)
+            fix = install_fix(name, reference, others, entries, reports, dict((e["label"], v) for e, v in present))
         found.append(finding(finding_id, evidence, fix))
     if incomplete:
         found.append(finding("cluster-report-incomplete", {"missing": incomplete},
-                             "gather full reports on those hosts: python scripts/check_sampling_backends.py "
-                             "(not --static-only) > reports/$(hostname).json"))
+                             "gather full reports on those hosts (not --static-only): %s" % GATHER))
     return found
+
+
+def rule_schema(entries):
+    """Reports of different schema majors name their facts differently: comparing them says nothing."""
+    majors = collections.OrderedDict()
+    for entry in entries:
+        majors.setdefault(entry["schema_version"].split(".")[0], []).append(entry["file"])
+    if len(majors) < 2:
+        return []
+    return [finding("cluster-schema-mismatch", {"schema_majors": majors},
+                    "gather every report again with one copy of the checker, on every node: %s" % GATHER)]
 
 
 def rule_ranks(entries):
@@ -332,11 +466,18 @@ def rule_ranks(entries):
         world = worlds.pop()
         variable = ranked[0]["rank_variable"]
         have = set(e["rank"] for e in ranked if e["rank_variable"] == variable)
-        missing = sorted(set(range(world)) - have)
-        if missing:
+        # WORLD_SIZE comes from the report: count the missing ranks without listing them all.
+        missing_count = max(world, 0) - len([r for r in have if 0 <= r < world])
+        missing = []
+        for rank in range(max(world, 0)):
+            if len(missing) == 64:
+                break
+            if rank not in have:
+                missing.append(rank)
+        if missing_count:
             found.append(finding("cluster-rank-missing", {
-                "rank_variable": variable, "world_size": world, "missing": missing[:64],
-                "missing_count": len(missing), "reports": len(entries)},
+                "rank_variable": variable, "world_size": world, "missing": missing,
+                "missing_count": missing_count, "reports": len(entries)},
                 "start world_size processes in all (nodes x processes per node = %d), or gather one report "
                 "per rank; WORLD_SIZE=%d waits for ranks that never start" % (world, world)))
     return found
@@ -345,16 +486,16 @@ def rule_ranks(entries):
 def rule_interfaces(entries, reports):
     missing = {}
     for entry, report in zip(entries, reports):
-        interfaces = dig(report, ("environment", "network_interfaces"))
-        if not isinstance(interfaces, list):
+        interfaces = report.get("environment", "network_interfaces")
+        if interfaces is None:
             continue
         for name in SOCKET_IFNAME_VARIABLES:
-            raw = launch_environment(report).get(name)
-            if isinstance(raw, dict):
-                absent = absent_interfaces(name, raw["raw"], interfaces)
+            raw = report.get("environment", "launch", name, "raw")
+            if raw is not None:
+                absent = absent_interfaces(name, raw, interfaces)
                 if absent:
                     missing.setdefault(entry["label"], {})[name] = {
-                        "value": raw["raw"], "absent": absent, "interfaces": interfaces}
+                        "value": raw, "absent": absent, "interfaces": interfaces}
     if not missing:
         return []
     return [finding("cluster-socket-ifname-missing", {"hosts": missing},
@@ -370,7 +511,8 @@ def rule_cpu(entries, reports):
         return []
     per_rank = []
     for entry, report in zip(entries, reports):
-        local = launch_value(report, "LOCAL_WORLD_SIZE") or 1
+        local = launch_value(report, "LOCAL_WORLD_SIZE")
+        local = local if isinstance(local, int) and local > 0 else 1
         cores = usable_cores(report)
         if cores:
             per_rank.append({"host": entry["label"], "usable_cores": cores, "local_processes": local,
@@ -393,7 +535,8 @@ def compare(paths, reports):
     findings = []
     if len(reports) == 1:
         findings.append(finding("cluster-single-report", {"file": paths[0]},
-                                "gather one report per node (see --help) and pass them all"))
+                                "gather one report per node (see --help) and pass them all: %s" % GATHER))
+    findings += rule_schema(entries)
     findings += rule_drift(entries, reports, groups)
     findings += rule_ranks(entries)
     findings += rule_interfaces(entries, reports)
@@ -480,8 +623,11 @@ def main(argv=None):
         if not paths:
             raise unreadable("no report given (pass report files or a folder of them)",
                              {"arguments": options.reports})
-        reports = [load_report(path) for path in paths]
-        entries, findings, summary = compare(paths, reports)
+        try:
+            reports = [load_report(path) for path in paths]
+            entries, findings, summary = compare(paths, reports)
+        except Malformed as error:  # a field with a type the checker never writes: name file and field
+            raise error.usage_error()
         document, exit_code = render(entries, findings, summary, started)
     except cli.UsageError as error:
         from diagnostics_core.markdown import terminal_line

@@ -248,6 +248,37 @@ def import_stack():
     return None
 
 
+class InductorCacheGuard(object):
+    """Importing PyG imports torch._dynamo, which creates <temp dir>/torchinductor_<user>. A run that
+    ends before training (refused input, missing backend) removes that folder again if this run
+    created it and it is still empty; a run that trained leaves torch's cache as torch made it."""
+
+    def __init__(self):
+        self.preset = "TORCHINDUCTOR_CACHE_DIR" in os.environ
+        self.before = None
+        if not self.preset:
+            temp = tempfile.gettempdir()  # torch's own import asks the same; the answer is cached
+            try:
+                self.before = (temp, set(n for n in os.listdir(temp) if n.startswith("torchinductor_")))
+            except OSError:
+                self.before = None
+        self.launched = False
+
+    def remove_if_unused(self):
+        created = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        if self.launched or self.preset or self.before is None or not created:
+            return
+        temp, existing = self.before
+        if os.path.dirname(created) == temp and os.path.basename(created) not in existing:
+            try:
+                os.rmdir(created)  # only if empty: never removes anything torch put there
+            except OSError:
+                pass
+
+
+INDUCTOR_GUARD = None
+
+
 def stack_missing(error):
     fix = "%s -m pip install torch==2.13.0 torch_geometric  # then: python3 %s --require-neighbor-backend" % (
         sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py"))
@@ -626,6 +657,8 @@ def main_torchrun(args):
             if rank == 0:
                 print_json(missing_backend_report())
             return EXIT_FAILED
+        if INDUCTOR_GUARD is not None:
+            INDUCTOR_GUARD.launched = True
     except UsageError as error:
         if rank == 0:
             return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
@@ -654,11 +687,13 @@ def main_spawn(args):
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     nprocs = args.nprocs or gpus or 2
     backend = choose_backend(args.backend, nprocs)
-    data = load_data(args)  # loaded once (usage errors first); spawn hands its tensors to the workers
+    data = load_data(args)  # loaded once; spawn hands its tensors to the workers via shared memory
+    # After the input checks: a refused --data file is a usage error whatever this machine lacks.
     if neighbor_sampling_backend() is None:
         print_json(missing_backend_report())
         return EXIT_FAILED
     args.master_port = args.master_port or free_port(args.master_addr)
+    INDUCTOR_GUARD.launched = True
     print(f"spawning {nprocs} workers, backend {backend}, rendezvous {args.master_addr}:{args.master_port}",
           file=sys.stderr, flush=True)
 
@@ -707,14 +742,43 @@ def main(argv=None):
             raise UsageError("--fail-rank must be >= 0")
         if args.timeout <= 0:
             raise UsageError("--timeout must be > 0")
+        if args.data and not os.path.isfile(args.data):  # refused before torch is imported
+            raise UsageError(f"--data {args.data}: no such file")
+        absent = [name for name in ("torch", "torch_geometric") if not module_findable(name)]
+        if absent:
+            raise stack_missing(ImportError("No module named %s" % " and ".join(repr(n) for n in absent)))
+        global INDUCTOR_GUARD
+        INDUCTOR_GUARD = InductorCacheGuard()
         missing = import_stack()
         if missing is not None:
             raise stack_missing(missing)
     except UsageError as error:
-        return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
-                                     {"message": str(error)}, fix=TOOL.command("--help")))
+        return refuse_and_clean(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
+                                               {"message": str(error)}, fix=TOOL.command("--help")))
     except cli.UsageError as error:
-        return refuse(error)
+        return refuse_and_clean(error)
+    try:
+        return main_after_import(args)
+    finally:
+        INDUCTOR_GUARD.remove_if_unused()
+
+
+def module_findable(name):
+    """Whether `name` can be imported, found without importing it (importing torch has side effects)."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def refuse_and_clean(error):
+    if INDUCTOR_GUARD is not None:
+        INDUCTOR_GUARD.remove_if_unused()
+    return refuse(error)
+
+
+def main_after_import(args):
     try:
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             # record: any other exception, and torchrun's summary shows this rank's traceback

@@ -8,6 +8,8 @@ broken on purpose.
 
     python tests/_partition_writer.py write OUT_DIR      # prints {case: root}
     python tests/_partition_writer.py verdicts ROOT...   # prints PyG's from_partition verdicts
+    python tests/_partition_writer.py poison MARKER FILE...  # see poison()
+    python tests/_partition_writer.py code-file MARKER FILE os.system|subprocess.call  # see code_file()
 
 The `write` command also prints the verdicts of every case it wrote, so a test
 needs one interpreter start for both.
@@ -132,6 +134,49 @@ def write(out):
     return cases
 
 
+def poison(marker, path):
+    """Append a payload to a torch.save file's pickle: after the value is built, a REDUCE of
+    os.system("touch MARKER") whose result is popped, so the file still loads as the same value.
+
+    weights_only loading stops at the defaultdict's SETITEMS before it reaches the payload, so
+    torch's error looks exactly like the harmless defaultdict case. The payload only creates
+    MARKER: the tests assert it never appears.
+    """
+    import pickle
+    import zipfile
+    with zipfile.ZipFile(path) as archive:
+        members = [(info, archive.read(info)) for info in archive.infolist()]
+    payload = (pickle.GLOBAL + os.system.__module__.encode() + b"\n" + b"system\n"
+               + pickle.BINUNICODE + len(("touch " + marker).encode()).to_bytes(4, "little")
+               + ("touch " + marker).encode() + pickle.TUPLE1 + pickle.REDUCE + pickle.POP + pickle.STOP)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for info, data in members:
+            if info.filename.endswith("/data.pkl"):
+                assert data.endswith(pickle.STOP)
+                data = data[:-1] + payload
+            archive.writestr(info, data)
+
+
+class TouchMarker:
+    """Pickles as a call that creates MARKER: what unpickling it runs (a harmless stand-in for a payload).
+    os.system: torch's weights_only refuses its module outright; subprocess.call: torch names it and
+    suggests add_safe_globals, so PyG retries with weights_only=False."""
+
+    def __init__(self, marker, how):
+        self.marker, self.how = marker, how
+
+    def __reduce__(self):
+        import subprocess
+        if self.how == "os.system":
+            return os.system, ("touch " + self.marker,)
+        return subprocess.call, (["touch", self.marker],)
+
+
+def code_file(marker, path, how):
+    """A torch.save file holding a TouchMarker."""
+    torch.save({"value": TouchMarker(marker, how)}, path)
+
+
 def verdicts(roots):
     """What PyG's from_partition does for each part of each folder on this torch."""
     from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
@@ -155,6 +200,13 @@ def main(argv):
     if argv[:1] == ["write"] and len(argv) == 2:
         cases = write(argv[1])
         print(json.dumps({"cases": cases, "verdicts": verdicts(cases.values())}))
+        return 0
+    if argv[:1] == ["poison"] and len(argv) > 2:
+        for path in argv[2:]:
+            poison(argv[1], path)
+        return 0
+    if argv[:1] == ["code-file"] and len(argv) == 4:
+        code_file(argv[1], argv[2], argv[3])
         return 0
     if argv[:1] == ["verdicts"] and len(argv) > 1:
         print(json.dumps({"verdicts": verdicts(argv[1:])}))

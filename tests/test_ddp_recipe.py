@@ -271,3 +271,63 @@ def test_torchrun_failing_rank_stops_the_job(neighbor_backend):
     assert run.seconds < FAIL_BOUND
     assert "injected failure after the first training batch" in run.stderr
     assert '"ok": true' not in run.stdout
+
+
+# Usage errors leave nothing behind -------------------------------------------------------------
+
+def run_in_fresh_tmpdir(tmp_path, command):
+    """Run `command` with TMPDIR set to a new empty folder; -> (CompletedProcess, what the folder holds)."""
+    temp = tmp_path / "fresh-tmpdir"
+    temp.mkdir()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "TORCHINDUCTOR_CACHE_DIR", "TMP", "TEMP")}
+    env["TMPDIR"] = str(temp)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env,
+                               cwd=tmp_path, stdin=subprocess.DEVNULL)
+    return completed, sorted(os.listdir(temp))
+
+
+def assert_refused_cleanly(completed, left, finding_id):
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    assert len(completed.stderr.strip().splitlines()) == 1, completed.stderr[-2000:]
+    document = json.loads(completed.stdout)
+    assert [f["id"] for f in document["findings"]] == [finding_id] and document["status"] == "usage-error"
+    # importing PyG creates $TMPDIR/torchinductor_<user>; a refused command must leave the folder as it was
+    assert left == [], left
+
+
+def torch_saved_dict(path):
+    """A torch.save file that loads fine but is no Data object: only torch can tell."""
+    import torch
+    torch.save({"x": torch.zeros(3)}, path)
+    return path
+
+
+@pytest.mark.parametrize("case", ["bad-flag", "data-missing", "data-not-torch", "data-not-a-Data"])
+def test_usage_errors_leave_nothing_in_tmpdir(tmp_path, case):
+    args = {"bad-flag": ["--num-neighbors", "10,x"],
+            "data-missing": ["--data", str(tmp_path / "no-such-graph.pt")],
+            "data-not-torch": ["--data", str(tmp_path / "graph.txt")],
+            "data-not-a-Data": ["--data", str(tmp_path / "dict.pt")]}[case]
+    (tmp_path / "graph.txt").write_text("srun: error: not a graph\n")
+    if case == "data-not-a-Data":
+        torch_saved_dict(tmp_path / "dict.pt")
+    completed, left = run_in_fresh_tmpdir(tmp_path, [sys.executable, str(SCRIPT), "--nprocs", "2", *args])
+    assert_refused_cleanly(completed, left, "ddp-usage-error")
+
+
+def test_missing_torch_geometric_leaves_nothing_in_tmpdir(tmp_path):
+    # torch importable, torch_geometric not: what an install of torch alone looks like to the recipe.
+    command = [sys.executable, "-c",
+               "import runpy, sys; sys.modules['torch_geometric'] = None; "
+               f"sys.argv = [{str(SCRIPT)!r}]; runpy.run_path(sys.argv[0], run_name='__main__')"]
+    completed, left = run_in_fresh_tmpdir(tmp_path, command)
+    assert_refused_cleanly(completed, left, "ddp-stack-missing")
+
+
+def test_interpreter_without_torch_leaves_nothing_in_tmpdir(tmp_path):
+    from conftest import pyenv_python
+    python = pyenv_python("3.11", with_torch=False)
+    completed, left = run_in_fresh_tmpdir(tmp_path, [str(python), str(SCRIPT)])
+    assert_refused_cleanly(completed, left, "ddp-stack-missing")
