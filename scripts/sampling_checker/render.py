@@ -219,9 +219,13 @@ def render_markdown(document, redact_private=True):
     return text
 
 
-def stderr_summary(document):
-    """One screen for the person at the terminal, as lines (the caller escapes and writes each);
-    the JSON on stdout stays the contract."""
+def stderr_summary(document, names=()):
+    """One screen for the person at the terminal, as lines (the caller writes each); `names` are
+    redacted from each value before it is cut to length. The JSON on stdout stays the contract."""
+    def one_line(value, limit=None):
+        text = terminal_line(redact(str(value), names) if names else str(value))
+        return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+
     python = document.get("python") or {}
     lines = ["check_sampling_backends: %s (exit %d) for %s (Python %s)" % (
         document["status"], document["exit_code"], one_line(python.get("executable") or "?"),
@@ -235,12 +239,6 @@ def stderr_summary(document):
     if hidden:
         lines.append("  (+%d more, info included: see \"findings\" in the JSON)" % hidden)
     return lines
-
-
-def one_line(value, limit=None):
-    """A value on one stderr line: newlines and controls shown escaped, long text cut."""
-    text = terminal_line(str(value))
-    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
 
 
 def output(document, options):

@@ -46,7 +46,7 @@ class Terminal(object):
     def summary(self, document):
         if self.redact:
             self.names = redactions(document)
-        for line in stderr_summary(document):
+        for line in stderr_summary(document, self.names):
             self.line(line)
 
 
