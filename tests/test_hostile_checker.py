@@ -112,8 +112,8 @@ def test_static_stage_waits_for_a_blocked_read_only_until_its_deadline(tmp_path)
     result = invoke_checker("--timeout", "10", env=clean_env({"PYTHONPATH": str(tmp_path)}), timeout=120)
     elapsed_within_deadline(result, 10.0)
     blocked = result.only("files-unreadable")["evidence"]["paths"]
-    assert blocked == [{"path": "import psutil",
-                        "problem": "blocked: no answer within the static stage's deadline (a hung mount?)"}]
+    assert blocked == [{"path": "import psutil", "problem": "blocked: no answer within 2s (a hung mount or import)"}]
+    assert result.json["environment"]["network_interfaces"]  # read after it, within the same stage
     assert result.json["torch"]["status"] == "ok"  # the rest of the probe still ran
 
 
@@ -144,7 +144,7 @@ def nvml_run(nvml, tmp_path, *args, mode=None, library=None, config=None, extra=
                          SCALABLE_DISTRIBUTED_NVML=str(library or nvml)), drop=("CUDA_VISIBLE_DEVICES",))
     if mode:
         env["FAKE_NVML_MODE"] = mode
-    return invoke_checker("--timeout", timeout_s, *args, env=env, timeout=180)
+    return invoke_checker("--timeout", timeout_s, *args, env=env, timeout=180, expect_json="markdown" not in args)
 
 
 @diagnoses("nvml-crashed", "nvml-hung")
@@ -164,7 +164,7 @@ def test_nvml_that_crashes_or_hangs_is_named(nvml, tmp_path, mode, finding_id, s
     assert found["fix"].startswith("unset SCALABLE_DISTRIBUTED_NVML")
     nvml_facts = result.json["cuda"]["nvml"]
     assert nvml_facts["reason"] == finding_id[len("nvml-"):] and nvml_facts["available"] is False
-    assert result.json["cuda"]["available"] is None  # CUDA itself may still work
+    assert "nvml-" + nvml_facts["reason"] in result.json["cuda"]["blocked_by"]
     assert result.json["torch"]["status"] == "ok" and result.json["probe"]["culprits"] == ["nvml"]
 
 
@@ -244,11 +244,9 @@ def test_hostile_metadata_breaks_no_table_and_reaches_no_terminal(tmp_path, outp
 def test_hostile_nvml_device_name_reaches_no_terminal(nvml, tmp_path):
     name = fake_nvml.escape_text("H100 " + HOSTILE[:60] + "\nsecond line")
     config = fake_nvml.host_config(fake_nvml.H100, 2, **{"device.0.name": name, "driver_version": name})
-    for output in ("markdown", "json"):
-        result = nvml_run(nvml, tmp_path, "--format", output)
-        assert_no_raw_controls(result)
-        if output == "markdown":
-            assert_well_formed_markdown(result.stdout)
+    result = nvml_run(nvml, tmp_path, config=config)
+    assert_no_raw_controls(result)
+    assert result.json["cuda"]["nvml"]["devices"][0]["name"].startswith("H100 9.9\x1b]0;owned")
     result = nvml_run(nvml, tmp_path, "--format", "markdown", config=config)
     assert_no_raw_controls(result)
     assert_well_formed_markdown(result.stdout)

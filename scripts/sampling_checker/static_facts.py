@@ -14,6 +14,9 @@ from .tables import (HOSTS_FILE, LAUNCH_INT_VARIABLES, LAUNCH_STR_VARIABLES, SLU
 
 
 UNREADABLE_LIMIT = 50  # paths listed; the count covers the rest
+# A metadata read, a directory listing or a find_spec takes far less than this even on a
+# network file system; one that takes longer is hung, and the rest of the stage goes on.
+OPERATION_LIMIT_S = 2.0
 
 
 class FileAccess(object):
@@ -48,10 +51,10 @@ class FileAccess(object):
             return default
         if self.worker is None:
             self.worker = BoundedWorker()
-        answered, value = self.worker.call(function, remaining)
+        answered, value = self.worker.call(function, min(remaining, OPERATION_LIMIT_S))
         if not answered:
             self.worker = None  # it is stuck in that call; a fresh one takes the next
-            self.note(path, "blocked: no answer within the static stage's deadline (a hung mount?)")
+            self.note(path, "blocked: no answer within %gs (a hung mount or import)" % min(remaining, OPERATION_LIMIT_S))
             return default
         return value
 
