@@ -173,7 +173,7 @@ def test_nvml_that_crashes_or_hangs_is_named(nvml, tmp_path, mode, finding_id, s
 def test_override_that_is_not_a_shared_object(nvml, tmp_path, kind):
     library = tmp_path / "libnvidia-ml.so.1"
     if kind == "text-file":
-        library.write_text("not an ELF file\n")
+        library.write_text("# not an ELF file: a config someone pointed the variable at\n" * 8)
     elif kind == "fifo":
         os.mkfifo(str(library))  # dlopen would block opening it
     result = nvml_run(nvml, tmp_path, library=library)
