@@ -19,11 +19,22 @@ def terminal_line(text):
     return visible_controls(text)
 
 
+_MARKDOWN_ACTIVE = re.compile(r"([\\|`*\[\]~])")
+
+
 def cell(value):
-    """A markdown table cell: one line, no table or code breakers, no raw HTML."""
+    """A markdown table cell (or any text outside code): one line, no table, code, emphasis or link
+    breakers, no raw HTML."""
     text = terminal_line("-" if value is None else value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
-    return text.replace("<", "&lt;").replace(">", "&gt;")
+    text = _MARKDOWN_ACTIVE.sub(r"\\\1", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def stderr_line(text, redactions=()):
+    """Write one line to stderr: controls escaped, private names redacted when `redactions` are
+    given; a closed or broken stderr is not an error of the tool."""
+    from .text import write_text
+    write_text(terminal_line(redact(str(text), redactions) if redactions else text) + "\n", fd=2)
 
 
 def code(value):

@@ -5,12 +5,50 @@ import os
 import re
 
 
-def read_text(path, limit=1 << 20):
+def read_regular(path, limit=1 << 20):
+    """(text or None, problem or None) of a file that may be hostile.
+
+    Only regular files are read: a FIFO, socket or device on the path would
+    block or never end, so it is refused before any read (opened non-blocking,
+    checked with fstat, so it cannot be swapped in between). A file that does
+    not exist is no problem (None, None); anything else unreadable says why.
+    """
+    import errno
+    import stat
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as handle:
-            return handle.read(limit)
-    except OSError:
-        return None
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None, None
+        if error.errno == errno.ENXIO:  # a socket, or a FIFO with no writer opened for writing
+            return None, "not a regular file"
+        return None, "cannot open: %s" % (error.strerror or error)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return None, "not a regular file (%s)" % file_kind(mode)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit * 4)  # bytes; a character is at most 4 of them
+    except OSError as error:
+        return None, "cannot read: %s" % (error.strerror or error)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace")[:limit], None
+
+
+def file_kind(mode):
+    import stat
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def read_text(path, limit=1 << 20):
+    """The text of a regular file, or None (absent, unreadable, or not a regular file)."""
+    return read_regular(path, limit)[0]
 
 
 TEXT_LIMIT = 4000  # characters per string; longer ones keep head and tail
@@ -70,12 +108,16 @@ def write_json(document, pretty=False, fd=1):
 
 def write_text(text, fd=1):
     """Write UTF-8 text straight to `fd`; a reader that stopped reading (| head) is no error."""
+    import errno
     data = text.encode("utf-8", "replace")
     try:
         while data:
             data = data[os.write(fd, data):]
     except BrokenPipeError:  # what the reader read is all it wanted; the exit code stays the verdict's
         pass
+    except OSError as error:
+        if error.errno != errno.EBADF:  # a closed stream (>&-) is not the tool's failure either
+            raise
 
 
 def describe_exception(error):

@@ -6,7 +6,7 @@ import re
 from diagnostics_core.wheels import EXTENSIONS, parse_version
 from .install import install_facts
 from .parsing import cuda_variant
-from .probe import step_data, step_outcome
+from .probe import nvml_library, step_data, step_outcome
 from .tables import EXACT_ONLY_CAPABILITIES, NVML_FATAL_ERRORS, TORCH_CUDA_BUILD_ARCHS
 
 
@@ -29,6 +29,8 @@ def assemble_facts(static, probe, python, options):
     if probe is None:
         facts["torch"] = {"status": "not-probed"}
     facts["cuda"] = step_data(results, "cuda") or dict(step_outcome(results, "cuda"), nvml=step_data(results, "nvml"))
+    if probe is not None and not facts["cuda"].get("nvml"):
+        facts["cuda"]["nvml"] = nvml_fault(results)
     facts["cuda"].update(cuda_usability(facts["cuda"]))
     facts["distributed"] = step_data(results, "distributed") or step_outcome(results, "distributed")
     pyg = step_data(results, "pyg")
@@ -68,6 +70,27 @@ def assemble_facts(static, probe, python, options):
         mark_not_probed(facts)
     facts["install"] = install_facts(facts, python)
     return facts
+
+
+# How the nvml step ended -> the reason in the facts ("error": the probing code raised inside the library).
+NVML_FAULTS = {"crashed": "crashed", "hung": "hung", "deadline": "hung", "error": "crashed"}
+
+
+def nvml_fault(results):
+    """NVML facts when the nvml step itself failed (the library crashed the child, never returned,
+    or the probing code raised): which library, in which part, and how; None when it was not run."""
+    record = results.get("nvml") or {}
+    if record.get("status") not in NVML_FAULTS:
+        return None
+    library, override = nvml_library()
+    fault = {"available": False, "library": library, "library_override": override,
+             "reason": NVML_FAULTS[record["status"]], "stage": record.get("stage")}
+    for key in ("signal", "returncode", "seconds", "error"):
+        if record.get(key) is not None:
+            fault[key] = record[key]
+    if record.get("stderr_tail"):
+        fault["stderr_tail"] = record["stderr_tail"][-1000:]
+    return fault
 
 
 def capability_number(text):
@@ -110,7 +133,8 @@ def match_visible_entry(entry, devices):
         if len(found) == 1:
             return found[0], None
         return None, "matches no device UUID NVML lists" if not found else "ambiguous UUID prefix"
-    number = re.match(r"^\+?(\d+)", entry)  # CUDA reads entries like strtoul: '1gpu' is 1
+    # CUDA reads entries like strtoul: '1gpu' is 1; only ASCII digits count ('０', fullwidth, is no device).
+    number = re.match(r"^\+?([0-9]+)", entry)
     if number:
         index = int(number.group(1))
         if index < len(devices):
@@ -119,6 +143,9 @@ def match_visible_entry(entry, devices):
     if entry.startswith("-"):
         return None, "a negative index"
     return None, "neither a device index nor a GPU-/MIG- UUID" if entry else "empty"
+
+
+ASCII_SPACE = " \t\n\r\f\v"  # what C's isspace() skips; str.strip() would also drop Unicode spaces
 
 
 def resolve_visible_devices(value, devices):
@@ -131,7 +158,7 @@ def resolve_visible_devices(value, devices):
         return {"set": value is not None, "value": value, "unmatched": [], "ignored": [],
                 "visible": [{"index": d["index"], "mig": None} for d in devices]}
     visible, unmatched, ignored = [], [], []
-    entries = [e.strip() for e in value.split(",")]
+    entries = [e.strip(ASCII_SPACE) for e in value.split(",")]
     for position, entry in enumerate(entries):
         named, why = match_visible_entry(entry, devices)
         if named is None:
@@ -176,6 +203,8 @@ def cuda_usability(cuda):
         blocked.append("no-nvidia-driver")
     elif nvml.get("reason") == "init-failed":
         blocked.append("nvml-init-failed")
+    elif nvml.get("reason") in ("crashed", "hung", "library-invalid"):
+        blocked.append("nvml-" + nvml["reason"])
     elif not devices:
         blocked.append("no-devices")
     elif not visibility["visible"]:
@@ -184,7 +213,8 @@ def cuda_usability(cuda):
         blocked.append("cuda-driver-too-old")
     if cuda.get("compiled") and archs and not any(a["kernels"] for a in archs):
         blocked.append("cuda-arch-not-compiled")
-    undecided = ["torch-not-probed", "nvml-not-probed"]
+    # A broken NVML says nothing about CUDA itself (torch falls back to the CUDA runtime).
+    undecided = ["torch-not-probed", "nvml-not-probed", "nvml-crashed", "nvml-hung", "nvml-library-invalid"]
     if (nvml.get("error") or {}).get("name") not in NVML_FATAL_ERRORS:
         undecided.append("nvml-init-failed")  # CUDA may work although NVML does not
     available = None if blocked and all(b in undecided for b in blocked) else not blocked

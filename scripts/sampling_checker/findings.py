@@ -81,6 +81,14 @@ FINDINGS = {
     "cuda-visible-devices-hides-all": ("error", "CUDA_VISIBLE_DEVICES hides every GPU"),
     "cuda-visible-devices-unknown-device": ("warning", "CUDA_VISIBLE_DEVICES names a GPU that does not exist"),
     "distributed-unavailable": ("warning", "torch.distributed or the requested backend is unavailable"),
+    # hostile inputs (issue 21)
+    "files-unreadable": ("warning", "files the checker reads are not regular files, unreadable or blocked"),
+    "static-stage-incomplete": ("error", "the static stage gave no facts within the deadline"),
+    "nvml-crashed": ("error", "the NVML library crashes the process that loads or calls it"),
+    "nvml-hung": ("error", "the NVML library never returns (at load or in nvmlInit)"),
+    "nvml-library-invalid": ("error", "the NVML library named by SCALABLE_DISTRIBUTED_NVML cannot be loaded"),
+    "nvml-devices-capped": ("warning", "NVML reports more GPUs than the checker reads; only the first are listed"),
+    "open-files-limit": ("error", "the open-files limit (ulimit -n) is too low for the checker to run"),
 }
 
 

@@ -40,7 +40,7 @@ def ask_interpreter(path, timeout):
     """
     if not looks_like_python(path):
         return {"is_python": False, "reason": "its name is not python*/pypy*, so it was not run"}
-    limit = min(timeout, 30.0)
+    limit = max(1.0, min(30.0, timeout * 0.5))  # leaves the rest of --timeout to say so
     answers = []
     try:
         ended = run_sandboxed([path, "-c", INTERPRETER_QUESTION], child_environment(), time.time() + limit,
@@ -54,9 +54,16 @@ def ask_interpreter(path, timeout):
         return answer
     if ended.killed_for == "deadline":
         return {"is_python": False, "reason": "it did not answer a one-line Python program within %ds" % limit}
-    tail = ended.stderr_tail.strip()[-300:]
     return {"is_python": False, "reason": "it printed no answer to a one-line Python program (exit status %s)%s"
-            % (ended.returncode, ": " + tail if tail else "")}
+            % (ended.returncode, ": " + last_line(ended.stderr_tail) if ended.stderr_tail.strip() else "")}
+
+
+def last_line(text, limit=200):
+    """The last non-empty line of a child's stderr, one line, controls escaped and bounded (it may flood)."""
+    from diagnostics_core.markdown import terminal_line
+    lines = [line for line in text.splitlines() if line.strip()]
+    line = terminal_line(lines[-1].strip() if lines else "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def environment_python(prefix):
@@ -118,30 +125,69 @@ def finish_interpreter_facts(choice, answer):
     return choice
 
 
-def resolve_python(path, timeout):
-    """--python PATH -> (absolute path, what it said about itself); UsageError unless CPython 3.8+."""
+def describe_source(path, source):
+    """How the user chose this interpreter, in the words of an error line."""
+    if source is None:
+        return "--python %s" % path
+    return "the active environment's interpreter %s (%s)" % (
+        path, "its bin is on PATH" if source == "PATH" else "from $" + source)
+
+
+def unusable_fix(source):
+    if source is None:
+        return checker_command("--python", "/path/to/venv/bin/python  # a CPython 3.8+")
+    return checker_command("--python", "$(command -v python3)  # or deactivate the environment (%s)"
+                           % ("deactivate" if source == "VIRTUAL_ENV" else "conda deactivate"
+                              if source == "CONDA_PREFIX" else "take its bin off PATH"))
+
+
+def resolve_python(path, timeout, source=None):
+    """An interpreter to probe -> (absolute path, what it said about itself); UsageError unless CPython 3.8+.
+
+    `source` is None for --python, else where the active environment came from
+    ("VIRTUAL_ENV", "CONDA_PREFIX", "PATH"): the error names what the user did.
+    """
     import shutil
     resolved = path if os.sep in path else shutil.which(path)
+    chosen = describe_source(path, source)
     if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
-        raise UsageError("check_sampling_backends.py: error: --python: %r is not an executable file" % path,
-                         "usage-error", {"python": path, "message": "not an executable file"},
+        raise UsageError("check_sampling_backends.py: error: %s is not an executable file" % chosen,
+                         "usage-error", {"python": path, "chosen_by": source or "--python",
+                                         "message": "not an executable file"},
                          fix=checker_command("--python", "$(command -v python3)"))
     resolved = os.path.abspath(resolved)
     if resolved == sys.executable:
         return resolved, None
     answer = ask_interpreter(resolved, timeout)
     if not answer["is_python"]:
-        raise UsageError("check_sampling_backends.py: error: --python %s is not a Python interpreter (%s)"
-                         % (path, answer["reason"]), "interpreter-unsupported",
-                         {"python": resolved, "is_python": False, "reason": answer["reason"]},
-                         fix=checker_command("--python", "/path/to/venv/bin/python  # a CPython 3.8+"))
+        raise UsageError("check_sampling_backends.py: error: %s is not a Python interpreter the checker can "
+                         "probe (%s)" % (chosen, answer["reason"]), "interpreter-unsupported",
+                         {"python": resolved, "chosen_by": source or "--python", "is_python": False,
+                          "reason": answer["reason"]},
+                         fix=unusable_fix(source))
     version = parse_version(answer["version"])
     if version[:2] < MIN_PYTHON or answer.get("implementation") != "CPython":
-        raise UsageError("check_sampling_backends.py: error: --python %s is %s %s; the checker probes "
+        raise UsageError("check_sampling_backends.py: error: %s is %s %s; the checker probes "
                          "CPython 3.8+ (torch 2.13 and PyG 2.8 need 3.10+)"
-                         % (path, answer.get("implementation"), answer["version"]), "interpreter-unsupported",
-                         {"python": resolved, "is_python": True, "version": answer["version"],
+                         % (chosen, answer.get("implementation"), answer["version"]), "interpreter-unsupported",
+                         {"python": resolved, "chosen_by": source or "--python", "is_python": True,
+                          "version": answer["version"],
                           "implementation": answer.get("implementation"), "needs": "CPython >= 3.8"},
                          fix="make a venv with a newer Python and probe it: python3.11 -m venv ~/.venvs/pyg && "
                              + checker_command("--python", "~/.venvs/pyg/bin/python"))
     return resolved, answer
+
+
+def refuse_script_runner(python, answer, source):
+    """The interpreter answered `-c` but never ran the checker's script: a wrapper (a container
+    launcher, a shim) that passes only some command lines to Python. -> UsageError naming it."""
+    inner = (answer or {}).get("executable")
+    fix = unusable_fix(source)
+    if inner and not same_path(inner, python):
+        fix = checker_command("--python", inner) + "  # the interpreter it runs, if it is reachable from here"
+    return UsageError("check_sampling_backends.py: error: %s answered a one-line program but did not run the "
+                      "checker's probe script (a wrapper that passes only -c to Python?)"
+                      % describe_source(python, source), "interpreter-unsupported",
+                      {"python": python, "chosen_by": source or "--python", "is_python": True,
+                       "runs_scripts": False, "reports_executable": inner},
+                      fix=fix)

@@ -11,7 +11,7 @@ from diagnostics_core.sandbox import (ChildReporter, child_environment, quiet_ch
                                       run_sandboxed, signal_name)
 from diagnostics_core.text import describe_exception, safe_str, sanitise_text
 from diagnostics_core.wheels import EXTENSIONS
-from .static_facts import gather_static_facts
+from .static_facts import gather_static_facts_bounded
 from .tables import (CHILD_FLAG, DIST_SAMPLER_OPS, NVML_BUFFER, NVML_ERRORS, NVML_ERROR_FUNCTION_NOT_FOUND,
                      NVML_ERROR_NOT_SUPPORTED, NVML_LIBRARY, NVML_LIBRARY_VARIABLE)
 
@@ -21,15 +21,47 @@ def captured_warnings(caught):
              "message": sanitise_text(safe_str(w.message), 2000)} for w in caught[:50]]
 
 
-def probe_nvml():
-    """GPU facts from NVML through ctypes: no CUDA call, no context, no GPU memory."""
+NVML_DEVICE_LIMIT = 64  # devices read one by one; NVML's count beyond it is reported, not walked
+
+
+def nvml_library():
+    """(library as the child loads it, whether it is the documented override)."""
+    override = os.environ.get(NVML_LIBRARY_VARIABLE)
+    return override or NVML_LIBRARY, bool(override)
+
+
+def override_problem(path):
+    """Why an override path cannot be a shared object, checked before dlopen (a FIFO would block it)."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return "cannot stat it: %s" % (error.strerror or error)
+    if not stat.S_ISREG(mode):
+        from diagnostics_core.text import file_kind
+        return "not a regular file (%s)" % file_kind(mode)
+    return None
+
+
+def probe_nvml(stage=lambda name: None):
+    """GPU facts from NVML through ctypes: no CUDA call, no context, no GPU memory.
+
+    stage(name) announces each part (load, init, devices) to the parent, so a
+    crash or hang is attributed to the part that caused it.
+    """
     import ctypes
-    library = os.environ.get(NVML_LIBRARY_VARIABLE) or NVML_LIBRARY
-    facts = {"available": False, "library": library, "library_override": NVML_LIBRARY_VARIABLE in os.environ}
+    library, override = nvml_library()
+    facts = {"available": False, "library": library, "library_override": override}
+    problem = override_problem(library) if override else None
+    if problem:
+        facts.update(reason="library-invalid", message=problem)
+        return facts
+    stage("load")  # dlopen runs the library's constructors
     try:
         nvml = ctypes.CDLL(library)
     except OSError as error:
-        facts.update(reason="library-not-found", message=str(error)[:500])
+        # The override names a file that exists but does not load: not "no driver".
+        facts.update(reason="library-invalid" if override else "library-not-found", message=str(error)[:500])
         return facts
     error_string = getattr(nvml, "nvmlErrorString", None)
     if error_string is not None:
@@ -44,6 +76,7 @@ def probe_nvml():
         function = getattr(nvml, name, None)
         return NVML_ERROR_FUNCTION_NOT_FOUND if function is None else function(*arguments)
 
+    stage("init")
     code = call("nvmlInit_v2")
     if code != 0:
         facts.update(reason="init-failed", error=describe(code))
@@ -66,10 +99,15 @@ def probe_nvml():
         if code != 0:
             facts["count_error"] = describe(code)
             return facts
-        for index in range(min(count.value, 64)):
+        facts["device_count_reported"] = count.value
+        if count.value > NVML_DEVICE_LIMIT:
+            facts["devices_capped_at"] = NVML_DEVICE_LIMIT
+        stage("devices")
+        for index in range(min(count.value, NVML_DEVICE_LIMIT)):
             facts["devices"].append(nvml_device(nvml, call, describe, index))
         return facts
     finally:
+        stage("shutdown")
         call("nvmlShutdown")
 
 
@@ -427,11 +465,11 @@ def child_steps(config):
     return [s for s in steps if s not in config.get("skip", {})]
 
 
-def run_child_step(step, results):
+def run_child_step(step, results, config, reporter):
     if step == "static":
-        return gather_static_facts()
+        return gather_static_facts_bounded(config.get("static_deadline") or time.time() + 20.0)
     if step == "nvml":
-        return probe_nvml()
+        return probe_nvml(lambda name: reporter.send({"event": "stage", "step": step, "stage": name}))
     if step == "torch":
         return probe_torch()
     if step == "cuda":
@@ -483,7 +521,7 @@ def child_main(config_text):
         reporter.send({"event": "begin", "step": step})
         started = time.time()
         try:
-            data = run_child_step(step, results)
+            data = run_child_step(step, results, config, reporter)
             record = {"status": "ok", "data": data}
         except BaseException as error:
             if isinstance(error, KeyboardInterrupt):
@@ -504,6 +542,7 @@ class ChildAttempt(object):
         self.results = {}
         self.current = None
         self.current_started = None
+        self.stage = None  # the part of the current step it announced last (nvml: load, init, ...)
         self.done = False
         self.returncode = None
         self.killed_for = None  # "hung" or "deadline"
@@ -523,10 +562,12 @@ def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
     def on_record(stamp, record):
         event = record.pop("event", None)
         if event == "begin":
-            attempt.current, attempt.current_started = record.get("step"), stamp
+            attempt.current, attempt.current_started, attempt.stage = record.get("step"), stamp, None
+        elif event == "stage" and record.get("step") == attempt.current:
+            attempt.stage = record.get("stage")
         elif event == "result":
             attempt.results[record.pop("step", None)] = record
-            attempt.current, attempt.current_started = None, None
+            attempt.current, attempt.current_started, attempt.stage = None, None, None
         elif event == "done":
             attempt.done = True
 
@@ -560,6 +601,8 @@ def run_import_probe(python, timeout, started):
         if deadline - time.time() < 0.5:
             break
         attempt_started = time.time()
+        # The static stage reads the user's files; what blocks is abandoned by then.
+        config["static_deadline"] = min(attempt_started + hang_limit, deadline - 0.5)
         attempt = run_child_attempt(python, config, deadline, hang_limit, hang_steps)
         results.update(attempt.results)
         summary = {
@@ -589,6 +632,8 @@ def run_import_probe(python, timeout, started):
             "seconds": round(time.time() - attempt_started, 3),
             "stderr_tail": attempt.stderr_tail,
         }
+        if attempt.stage:
+            culprits[culprit]["stage"] = attempt.stage
         if outcome == "deadline" or culprit in ("static", "torch", "pyg"):
             break  # nothing useful can run without these, or no time is left
         if culprit.startswith("ext:"):
@@ -619,7 +664,7 @@ def step_outcome(results, step):
     if record.get("status") == "ok":
         return {"status": "ok"}
     outcome = {"status": record.get("status")}
-    for key in ("error", "signal", "returncode", "stderr_tail", "seconds"):
+    for key in ("error", "signal", "returncode", "stderr_tail", "seconds", "stage"):
         if record.get(key) is not None:
             outcome[key] = record[key]
     return outcome

@@ -8,7 +8,7 @@ import time
 
 from diagnostics_core.cli import docs_path
 from diagnostics_core.contract import SEVERITY_ORDER
-from diagnostics_core.markdown import cell, code, private_names, redact
+from diagnostics_core.markdown import cell, code, private_names, redact, terminal_line
 from diagnostics_core.text import write_json, write_text
 from .findings import CHECKER_VERSION, TOOL
 from .tables import DEFAULT_TIMEOUT
@@ -182,49 +182,63 @@ def redactions(document):
 
 
 def render_markdown(document, redact_private=True):
-    """A report to paste into an issue: versions table and findings with their fixes, nothing else."""
+    """A report to paste into an issue: versions table and findings with their fixes, nothing else.
+
+    Every value from the environment goes through cell() or code(), so no
+    input can break the table, open a code span, or carry HTML or terminal
+    escapes; private names are redacted in each value before it is escaped.
+    """
+    names = redactions(document) if redact_private else ()
+
+    def hide(value):
+        return redact("-" if value is None else str(value), names) if names else value
+
     checker = document["checker"]
-    lines = ["### PyG environment (check_sampling_backends %s)" % checker["version"], "",
+    lines = ["### PyG environment (check_sampling_backends %s)" % cell(checker["version"]), "",
              "status **%s**, exit %d, %s probe in %.1f s; gates: %s" % (
-                 document["status"], document["exit_code"], checker["mode"], checker["elapsed_s"],
-                 ", ".join("%s %s" % (name, "passed" if g["passed"] else "FAILED")
-                           for name, g in document["gates"].items()) or "none asked"), ""]
+                 cell(document["status"]), document["exit_code"], cell(checker["mode"]), checker["elapsed_s"],
+                 cell(", ".join("%s %s" % (name, "passed" if g["passed"] else "FAILED")
+                                for name, g in document["gates"].items()) or "none asked")), ""]
     if document.get("python") is None:
         lines.append("no facts gathered: the checker stopped before probing (see the finding)")
     else:
         lines += ["| component | version (state) |", "|---|---|"]
         for component, state in version_rows(document):
-            lines.append("| %s | %s |" % (cell(component), cell(state)))
+            lines.append("| %s | %s |" % (cell(hide(component)), cell(hide(state))))
     findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
     lines += ["", "#### Findings (%d)" % len(findings), ""]
     for item in findings:
-        lines.append("- **%s** %s: %s" % (cell(item["severity"]), code(item["id"]), cell(item["title"])))
+        lines.append("- **%s** %s: %s" % (cell(item["severity"]), code(item["id"]), cell(hide(item["title"]))))
         if item.get("fix"):
-            lines.append("  fix: %s" % code(item["fix"]))
+            lines.append("  fix: %s" % code(hide(item["fix"])))
     if not findings:
         lines.append("none")
     text = "\n".join(lines) + "\n"
     if redact_private:
-        text = redact(text, redactions(document))
         text += "\n<sub>user, home, host and node names redacted (--no-redact shows them)</sub>\n"
     return text
 
 
-def stderr_summary(document):
-    """One screen for the person at the terminal; the JSON on stdout stays the contract."""
+def stderr_summary(document, names=()):
+    """One screen for the person at the terminal, as lines (the caller writes each); `names` are
+    redacted from each value before it is cut to length. The JSON on stdout stays the contract."""
+    def one_line(value, limit=None):
+        text = terminal_line(redact(str(value), names) if names else str(value))
+        return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+
     python = document.get("python") or {}
     lines = ["check_sampling_backends: %s (exit %d) for %s (Python %s)" % (
-        document["status"], document["exit_code"], python.get("executable") or "?", python.get("version"))]
+        document["status"], document["exit_code"], one_line(python.get("executable") or "?"),
+        one_line(python.get("version")))]
     shown = [f for f in document["findings"] if f["severity"] in ("error", "warning")]
     for item in shown[:8]:
-        lines.append("  %-7s %s: %s" % (item["severity"], item["id"], item["title"]))
+        lines.append("  %-7s %s: %s" % (item["severity"], item["id"], one_line(item["title"])))
         if item.get("fix"):
-            fix = item["fix"] if len(item["fix"]) <= 200 else item["fix"][:197] + "..."
-            lines.append("          fix: %s" % fix)
+            lines.append("          fix: %s" % one_line(item["fix"], 200))
     hidden = len(document["findings"]) - len(shown[:8])
     if hidden:
         lines.append("  (+%d more, info included: see \"findings\" in the JSON)" % hidden)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def output(document, options):

@@ -33,6 +33,8 @@ RULES = (
     rule_gpu,
     rule_gates_cuda_distributed,
 )
+from .rules_faults import RULES_FAULTS  # noqa: E402 - hostile inputs (issue 21)
+RULES += RULES_FAULTS
 
 
 def diagnose(facts, options):

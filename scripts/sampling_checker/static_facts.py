@@ -4,12 +4,122 @@ name resolution)."""
 import os
 import re
 import sys
+import time
 
-from diagnostics_core.text import read_text
+from diagnostics_core.text import read_regular
 from diagnostics_core.wheels import EXTENSION_DIST
 from .parsing import compress_cpu_list, cuda_variant, normalise_name, parse_local_tag
 from .tables import (HOSTS_FILE, LAUNCH_INT_VARIABLES, LAUNCH_STR_VARIABLES, SLURM_TASK_COUNT_VARIABLES,
                      THREAD_VARIABLES, TRACKED_DISTRIBUTIONS)
+
+
+UNREADABLE_LIMIT = 50  # paths listed; the count covers the rest
+# A metadata read, a directory listing or a find_spec takes far less than this even on a
+# network file system; one that takes longer is hung, and the rest of the stage goes on.
+OPERATION_LIMIT_S = 2.0
+
+
+class FileAccess(object):
+    """Every touch of the user's file system in the static stage goes through here.
+
+    Only regular files are read (a FIFO or device would block). With a
+    deadline, each operation runs on a worker thread and is waited for only
+    until the deadline: one that blocks there (a hung NFS or FUSE mount) is
+    abandoned with its thread and its path listed, and the stage goes on with
+    what it has. Everything not read is listed in `unreadable`.
+    """
+
+    def __init__(self, deadline=None):
+        self.deadline = deadline
+        self.unreadable = []
+        self.unreadable_count = 0
+        self.worker = None
+        self.section = None
+
+    def note(self, path, problem):
+        self.unreadable_count += 1
+        if len(self.unreadable) < UNREADABLE_LIMIT:
+            self.unreadable.append({"path": path, "problem": problem})
+
+    def run(self, path, function, default):
+        """function() bounded by the deadline; `default` (and `path` listed) when it does not return."""
+        if self.deadline is None:
+            return function()
+        remaining = self.deadline - time.time()
+        if remaining <= 0:
+            self.note(path, "not read: the static stage's deadline had passed")
+            return default
+        if self.worker is None:
+            self.worker = BoundedWorker()
+        answered, value = self.worker.call(function, min(remaining, OPERATION_LIMIT_S))
+        if not answered:
+            self.worker = None  # it is stuck in that call; a fresh one takes the next
+            self.note(path, "blocked: no answer within %gs (a hung mount or import)" % min(remaining, OPERATION_LIMIT_S))
+            return default
+        return value
+
+    def text(self, path, limit=1 << 20):
+        text, problem = self.run(path, lambda: read_regular(path, limit), (None, None))
+        if problem:
+            self.note(path, problem)
+        return text
+
+    def listdir(self, path):
+        """Names in a directory, [] when it is absent or unreadable (the latter listed)."""
+        def names():
+            try:
+                return os.listdir(path) if os.path.isdir(path) else []
+            except OSError as error:
+                return error
+        found = self.run(path, names, [])
+        if isinstance(found, OSError):
+            self.note(path, "cannot list: %s" % (found.strerror or found))
+            return []
+        return found
+
+    def isdir(self, path):
+        return self.run(path, lambda: os.path.isdir(path), False)
+
+    def facts(self):
+        return {"paths": self.unreadable, "count": self.unreadable_count}
+
+
+class BoundedWorker(object):
+    """A daemon thread that runs one call at a time; the caller waits only as long as it chooses."""
+
+    def __init__(self):
+        import queue
+        import threading
+        self.jobs = queue.Queue()
+        thread = threading.Thread(target=self.loop, name="static-stage-io")
+        thread.daemon = True
+        thread.start()
+
+    def loop(self):
+        while True:
+            function, box, done = self.jobs.get()
+            try:
+                box.append(function())
+            except Exception as error:  # noqa: BLE001 - reported by the caller as a problem
+                box.append(error)
+            done.set()
+
+    def call(self, function, timeout):
+        import threading
+        box, done = [], threading.Event()
+        self.jobs.put((function, box, done))
+        if not done.wait(timeout):
+            return False, None
+        if isinstance(box[0], Exception) and not isinstance(box[0], OSError):
+            raise box[0]
+        return True, box[0]
+
+
+ACCESS = FileAccess()  # replaced for each run of the stage (gather_static_facts)
+
+
+def read_text(path, limit=1 << 20):
+    return ACCESS.text(path, limit)
 
 
 def get_python_facts():
@@ -40,10 +150,13 @@ def get_python_facts():
 def has_pip():
     """Whether `python -m pip` can work here, found without importing pip (that takes ~200 ms)."""
     import importlib.util
-    try:
-        return importlib.util.find_spec("pip") is not None
-    except (ImportError, ValueError):
-        return False
+
+    def find():
+        try:
+            return importlib.util.find_spec("pip") is not None
+        except (ImportError, ValueError):
+            return False
+    return ACCESS.run("find_spec('pip') on sys.path", find, None)
 
 
 def venv_tool(prefix):
@@ -84,14 +197,10 @@ def find_dist_info_dirs():
     seen_entries = set()
     for entry in sys.path:
         entry = os.path.realpath(entry or os.getcwd())
-        if entry in seen_entries or not os.path.isdir(entry):
+        if entry in seen_entries:
             continue
         seen_entries.add(entry)
-        try:
-            names = os.listdir(entry)
-        except OSError:
-            continue
-        for name in names:
+        for name in ACCESS.listdir(entry):
             if name.endswith((".dist-info", ".egg-info")):
                 yield normalise_name(name.split("-", 1)[0]), os.path.join(entry, name)
 
@@ -108,8 +217,8 @@ def read_metadata_field(text, field):
 def get_distribution_record(path):
     is_egg = path.endswith(".egg-info")
     metadata = read_text(os.path.join(path, "PKG-INFO" if is_egg else "METADATA"), 65536)
-    if metadata is None and is_egg and os.path.isfile(path):
-        metadata = read_text(path, 65536)
+    if metadata is None and is_egg and not ACCESS.isdir(path):
+        metadata = read_text(path, 65536)  # an .egg-info that is a file holds PKG-INFO itself
     version = read_metadata_field(metadata, "Version")
     wheel = read_text(os.path.join(path, "WHEEL"), 4096) or ""
     tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
@@ -144,10 +253,10 @@ def top_level_from_record(path):
 def get_conda_records():
     """Conda's own record of the packages it installed in this prefix."""
     conda_meta = os.path.join(sys.prefix, "conda-meta")
-    if not os.path.isdir(conda_meta):
+    if not ACCESS.isdir(conda_meta):
         return None
     records = []
-    for name in sorted(os.listdir(conda_meta)):
+    for name in sorted(ACCESS.listdir(conda_meta)):
         if name.endswith(".json"):
             records.append(name[:-5])
     return records
@@ -179,28 +288,61 @@ def find_cached_wheels(record, cache_dir, max_entries=20000):
     installed = compiled_record_lines(read_text(os.path.join(record["metadata_dir"], "RECORD"), 1 << 20))
     found, pending, seen = [], [os.path.join(cache_dir, "wheels")], 0
     while pending and seen < max_entries:
-        try:
-            entries = list(os.scandir(pending.pop()))
-        except OSError:
-            continue
+        folder = pending.pop()
+        entries = ACCESS.run(folder, lambda: scan_folder(folder), [])
         seen += len(entries)
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-            elif entry.name.startswith(prefix) and entry.name.endswith(".whl"):
-                found.append({"path": entry.path, "same_binary": bool(installed) and installed == cached_record_lines(
-                    entry.path, record)})
+        for path, name, is_dir in entries:
+            if is_dir:
+                pending.append(path)
+            elif name.startswith(prefix) and name.endswith(".whl"):
+                found.append({"path": path, "same_binary": bool(installed) and installed == cached_record_lines(
+                    path, record)})
     return found
 
 
-def cached_record_lines(wheel_path, record):
-    import zipfile
+def scan_folder(folder):
+    """[(path, name, is a directory)] of a folder, [] when it cannot be listed."""
     try:
-        with zipfile.ZipFile(wheel_path) as wheel:
+        with os.scandir(folder) as entries:
+            return [(e.path, e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    except OSError:
+        return []
+
+
+def cached_record_lines(wheel_path, record):
+    import io
+    import zipfile
+    data = ACCESS.run(wheel_path, lambda: read_regular_bytes(wheel_path), None)
+    if data is None:
+        return None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as wheel:
             name = os.path.basename(record["metadata_dir"]) + "/RECORD"
             return compiled_record_lines(wheel.read(name).decode("utf-8", "replace"))
-    except (OSError, KeyError, zipfile.BadZipFile):
+    except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, ValueError):
         return None
+
+
+WHEEL_READ_LIMIT = 1 << 28  # a cached wheel larger than this is not compared
+
+
+def read_regular_bytes(path):
+    """A cached wheel's bytes (regular files only, never a FIFO), or None."""
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > WHEEL_READ_LIMIT:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(WHEEL_READ_LIMIT)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def get_distribution_facts():
@@ -241,10 +383,13 @@ def get_distribution_facts():
 def find_package_dir(module):
     """Directory of an importable top-level package, located without importing it."""
     import importlib.util
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
+
+    def find():
+        try:
+            return importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return None
+    spec = ACCESS.run("find_spec(%r) on sys.path" % module, find, None)
     if spec is None or not spec.submodule_search_locations:
         return None
     return list(spec.submodule_search_locations)[0]
@@ -303,26 +448,24 @@ def read_sysfs_cpu_topology():
     base = "/sys/devices/system"
     numa = []
     node_dir = os.path.join(base, "node")
-    if os.path.isdir(node_dir):
-        for name in sorted(os.listdir(node_dir)):
-            if re.match(r"^node\d+$", name):
-                cpulist = read_text(os.path.join(node_dir, name, "cpulist"), 4096)
-                if cpulist is not None:
-                    numa.append({"node": int(name[4:]), "cpus": cpulist.strip()})
+    for name in sorted(ACCESS.listdir(node_dir)):
+        if re.match(r"^node\d+$", name):
+            cpulist = read_text(os.path.join(node_dir, name, "cpulist"), 4096)
+            if cpulist is not None:
+                numa.append({"node": int(name[4:]), "cpus": cpulist.strip()})
     cores = set()
     cpu_dir = os.path.join(base, "cpu")
-    if os.path.isdir(cpu_dir):
-        for name in os.listdir(cpu_dir):
-            if re.match(r"^cpu\d+$", name):
-                topology = os.path.join(cpu_dir, name, "topology")
-                core = read_text(os.path.join(topology, "core_id"), 64)
-                package = read_text(os.path.join(topology, "physical_package_id"), 64)
-                if core is not None and package is not None:
-                    cores.add((package.strip(), core.strip()))
+    for name in ACCESS.listdir(cpu_dir):
+        if re.match(r"^cpu\d+$", name):
+            topology = os.path.join(cpu_dir, name, "topology")
+            core = read_text(os.path.join(topology, "core_id"), 64)
+            package = read_text(os.path.join(topology, "physical_package_id"), 64)
+            if core is not None and package is not None:
+                cores.add((package.strip(), core.strip()))
     return {"numa_nodes": numa or None, "physical_cores": len(cores) or None}
 
 
-def get_cpu_facts():
+def get_cpu_facts(import_psutil=True):
     facts = {"logical_cores": os.cpu_count()}
     if hasattr(os, "sched_getaffinity"):
         allowed = sorted(os.sched_getaffinity(0))
@@ -334,15 +477,20 @@ def get_cpu_facts():
     facts["physical_cores_source"] = "sysfs" if topology["physical_cores"] else None
     facts["numa_nodes"] = topology["numa_nodes"]
     facts["psutil_physical_cores"] = None
-    try:
-        import psutil  # optional; PyG's enable_cpu_affinity needs it anyway
-        facts["psutil_physical_cores"] = psutil.cpu_count(logical=False)
-        if facts["physical_cores"] is None:
+    if import_psutil:
+        facts["psutil_physical_cores"] = ACCESS.run("import psutil", psutil_physical_cores, None)
+        if facts["physical_cores"] is None and facts["psutil_physical_cores"] is not None:
             facts["physical_cores"] = facts["psutil_physical_cores"]
             facts["physical_cores_source"] = "psutil"
-    except Exception:  # psutil absent or broken: sysfs is enough
-        pass
     return facts
+
+
+def psutil_physical_cores():
+    try:
+        import psutil  # optional; PyG's enable_cpu_affinity needs it anyway
+        return psutil.cpu_count(logical=False)
+    except Exception:  # psutil absent or broken: sysfs is enough
+        return None
 
 
 def parse_int_variable(raw):
@@ -391,8 +539,8 @@ def get_environment_facts():
         if name in os.environ:
             launch[name] = {"raw": os.environ[name], "value": os.environ[name], "error": None}
     interfaces = None
-    if os.path.isdir("/sys/class/net"):
-        interfaces = sorted(os.listdir("/sys/class/net"))
+    if ACCESS.isdir("/sys/class/net"):
+        interfaces = sorted(ACCESS.listdir("/sys/class/net"))
     hostname = os.uname()[1] if hasattr(os, "uname") else None
     return {
         "threads": threads,
@@ -481,12 +629,56 @@ def detect_launcher():
     return None
 
 
-def gather_static_facts():
-    return {
-        "python": get_python_facts(),
-        "distributions": get_distribution_facts(),
-        "torch_build": get_torch_build_facts(),
-        "pyg_source": get_pyg_source_facts(),
-        "cpu": get_cpu_facts(),
-        "environment": get_environment_facts(),
-    }
+def gather_static_facts(deadline=None, import_psutil=True):
+    """The static stage. With a deadline (wall time), no file system operation runs past it: what it
+    could not read is listed under "files" instead."""
+    global ACCESS
+    ACCESS = FileAccess(deadline)
+    try:
+        facts = {}
+        for section, gather in (("python", get_python_facts), ("distributions", get_distribution_facts),
+                                ("torch_build", get_torch_build_facts), ("pyg_source", get_pyg_source_facts),
+                                ("cpu", lambda: get_cpu_facts(import_psutil)),
+                                ("environment", get_environment_facts)):
+            ACCESS.section = section  # named if the stage as a whole overruns
+            facts[section] = gather()
+        # What the stage could not read (FIFOs, devices, denied, blocked mounts), for files-unreadable.
+        facts["environment"]["unreadable_files"] = ACCESS.facts()
+        return facts
+    finally:
+        ACCESS = FileAccess()
+
+
+class StaticStageTimeout(Exception):
+    """The static stage did not finish by its deadline (blocked outside any bounded operation)."""
+
+    def __init__(self, message, section):
+        Exception.__init__(self, message)
+        self.section = section
+
+
+def gather_static_facts_bounded(deadline, import_psutil=True, grace=1.0):
+    """gather_static_facts on a daemon thread, waited for until `deadline` + `grace` at most.
+
+    Each file operation is bounded already; this bounds what is not (an
+    import, a find_spec on a hung mount) so the stage as a whole ends in time.
+    """
+    import threading
+    box = []
+
+    def work():
+        try:
+            box.append(("ok", gather_static_facts(deadline, import_psutil)))
+        except Exception as error:  # noqa: BLE001 - handed to the caller
+            box.append(("error", error))
+    thread = threading.Thread(target=work, name="static-stage")
+    thread.daemon = True
+    thread.start()
+    thread.join(max(0.0, deadline + grace - time.time()))
+    if not box:
+        raise StaticStageTimeout("the static stage did not finish within its deadline (blocked in its %s part)"
+                                 % ACCESS.section, ACCESS.section)
+    status, value = box[0]
+    if status == "error":
+        raise value
+    return value

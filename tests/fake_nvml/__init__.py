@@ -3,8 +3,9 @@
 The checker loads it through its documented override
 (SCALABLE_DISTRIBUTED_NVML=/path/libnvidia-ml.so.1) or LD_LIBRARY_PATH, so its
 real ctypes code runs; the answers come from a key=value file named by
-FAKE_NVML_CONFIG (keys are listed at the top of fake_nvml.c). Nothing here is
-shipped in the skill.
+FAKE_NVML_CONFIG (keys are listed at the top of fake_nvml.c); FAKE_NVML_MODE
+makes it fail the way broken drivers do (segv-init, hang-init, spin-constructor).
+Nothing here is shipped in the skill.
 """
 
 import os
@@ -58,6 +59,14 @@ def host_config(gpu=H100, count=4, driver=DRIVER_580, **extra):
         lines["device.%d.uuid" % index] = uuid(index)
     lines.update(extra)
     return lines
+
+
+def escape_text(text):
+    """A config value holding any bytes: %XX for '%', controls, '=' and everything outside printable ASCII."""
+    out = []
+    for byte in text.encode("utf-8"):
+        out.append(chr(byte) if 0x20 < byte < 0x7f and chr(byte) not in "%=" else "%%%02x" % byte)
+    return "".join(out)
 
 
 def write_config(path, lines):

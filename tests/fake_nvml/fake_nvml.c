@@ -15,11 +15,20 @@
  *   device.N.handle_error=4         nvmlDeviceGetHandleByIndex_v2(N) returns this code
  *   device.N.mig_mode=1             0/1; absent: NVML_ERROR_NOT_SUPPORTED
  *   device.N.mig.M.uuid=MIG-...     MIG instance M of device N (needs mig_mode=1)
+ * Text values may hold %XX escapes (a byte in hex), so a test can put ESC, newlines or any byte
+ * in a device name. device_count may exceed MAX_DEVICES: indices beyond it reuse the entries
+ * modulo MAX_DEVICES, as a driver reporting a huge count would still hand out handles.
  * The file is read by nvmlInit*; nothing is written anywhere.
+ *
+ * Faults, chosen by the environment variable FAKE_NVML_MODE (read when they would happen):
+ *   segv-init          nvmlInit* dereferences NULL (SIGSEGV), as a driver/library mismatch can
+ *   hang-init          nvmlInit* never returns (sleeps forever, as on a wedged GPU)
+ *   spin-constructor   the library's constructor spins forever: dlopen itself never returns
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_DEVICES 16
 #define MAX_MIG 8
@@ -53,8 +62,27 @@ static struct {
 } fake;
 
 static void copy_text(char *to, const char *from) {
-    strncpy(to, from, TEXT - 1);
-    to[TEXT - 1] = '\0';
+    size_t n = 0;
+    while (*from != '\0' && n < TEXT - 1) {
+        unsigned byte;
+        if (from[0] == '%' && sscanf(from + 1, "%2x", &byte) == 1 && from[1] && from[2]) {
+            to[n++] = (char)byte;
+            from += 3;
+        } else {
+            to[n++] = *from++;
+        }
+    }
+    to[n] = '\0';
+}
+
+static int mode_is(const char *mode) {
+    const char *value = getenv("FAKE_NVML_MODE");
+    return value != NULL && strcmp(value, mode) == 0;
+}
+
+__attribute__((constructor)) static void on_load(void) {
+    if (mode_is("spin-constructor"))
+        for (volatile unsigned long n = 0;; n++) {}
 }
 
 static void read_config(void) {
@@ -94,6 +122,8 @@ static void read_config(void) {
 }
 
 static int init(void) {
+    if (mode_is("segv-init")) *(volatile int *)0 = 1;
+    if (mode_is("hang-init")) for (;;) pause();
     read_config();
     if (fake.init_error != 0) return fake.init_error;
     fake.initialised = 1;
@@ -159,7 +189,8 @@ int nvmlDeviceGetCount(unsigned *count) { return nvmlDeviceGetCount_v2(count); }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned index, struct fake_device **device) {
     if (!fake.initialised) return NVML_ERROR_UNINITIALIZED;
-    if (device == NULL || index >= fake.device_count || index >= MAX_DEVICES) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device == NULL || index >= fake.device_count) return NVML_ERROR_INVALID_ARGUMENT;
+    index %= MAX_DEVICES;
     if (fake.devices[index].handle_error != 0) return fake.devices[index].handle_error;
     *device = &fake.devices[index];
     return NVML_SUCCESS;
