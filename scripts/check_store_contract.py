@@ -28,7 +28,7 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
 from diagnostics_core import calls, cli, sandbox  # noqa: E402
 from diagnostics_core.calls import CallSkipped, CallTimeout, CallerState, error_text, type_name  # noqa: E402
 from diagnostics_core.contract import Tool  # noqa: E402
-from diagnostics_core.markdown import terminal_line  # noqa: E402
+from diagnostics_core.markdown import stderr_line  # noqa: E402
 from diagnostics_core.text import safe_str, sanitise_text, write_json  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
@@ -1492,8 +1492,8 @@ def main(argv=None):
         not_found = (facts.get("setup") or {}).get("status") == "not-found"
         document, exit_code = render(facts, findings, options, state, started, usage_error=not_found)
         if not_found:
-            sys.stderr.write(terminal_line("check_store_contract.py: error: %s (store-reference-not-found)"
-                                               % facts["setup"]["error"]) + "\n")
+            stderr_line("check_store_contract.py: error: %s (store-reference-not-found)"
+                                               % facts["setup"]["error"])
     except Exception as error:
         import traceback
         document, exit_code = render(facts, findings, options, state, started, internal_error={

@@ -630,8 +630,8 @@ def main(argv=None):
             raise error.usage_error()
         document, exit_code = render(entries, findings, summary, started)
     except cli.UsageError as error:
-        from diagnostics_core.markdown import terminal_line
-        sys.stderr.write(terminal_line(error.line) + "\n")
+        from diagnostics_core.markdown import stderr_line
+        stderr_line(error.line)
         document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
     except Exception as error:  # still one document, saying what broke
         import traceback

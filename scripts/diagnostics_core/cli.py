@@ -5,7 +5,7 @@ import os
 import sys
 
 from .contract import DOCS, EXIT_OK, EXIT_USAGE
-from .text import write_json
+from .text import write_json, write_text
 
 TIMEOUT_RANGE = (1.0, 3600.0)  # seconds, for every tool's --timeout-like flag
 EXPLAIN_MAX_LINES = 80
@@ -101,8 +101,7 @@ def explain(tool, finding_id):
     if section is None:
         section = "### %s\n\n%s: %s (no documentation found beside this copy of the tool)\n" % (
             finding_id, tool.findings[finding_id][0], tool.findings[finding_id][1])
-    sys.stdout.write(section)
-    sys.stdout.flush()
+    write_text(section)
     return EXIT_OK
 
 
@@ -118,7 +117,7 @@ def metadata_command(tool, options):
 
 def refuse(tool, error, document):
     """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
-    from .markdown import terminal_line
-    sys.stderr.write(terminal_line(error.line) + "\n")
+    from .markdown import stderr_line
+    stderr_line(error.line)
     write_json(document)
     return EXIT_USAGE

@@ -149,8 +149,8 @@ def main(argv=None):
 
 def refuse(error, options, started):
     from .render import output, render
-    from diagnostics_core.markdown import terminal_line
-    sys.stderr.write(terminal_line(error.line) + "\n")
+    from diagnostics_core.markdown import stderr_line
+    stderr_line(error.line)
     document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
     output(document, options)
     return exit_code
