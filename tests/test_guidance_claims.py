@@ -470,9 +470,13 @@ def test_is_sorted_after_random_link_split_samples_edges_that_do_not_exist(tmp_p
         print(json.dumps(report))
     """, tmp_path)
     missing, sampled = result["unsorted"]
-    assert sampled > 1000 and missing > 0.9 * sampled, result
-    assert result["resorted"][0] == 0, result
-    assert "over 90 %" in squashed(SCALING)
+    resorted_missing, resorted_sampled = result["resorted"]
+    assert resorted_missing == 0 and resorted_sampled > 1000, result
+    # Wrong either way, and silently: neighbourhoods lost (torch-sparse here: a handful of edges per
+    # epoch instead of thousands) or edges that do not exist (issue 22's run: 9,984 of 10,002).
+    assert sampled < 0.1 * resorted_sampled or missing > 0.9 * sampled, result
+    assert missing == sampled, result  # not one sampled edge is real
+    assert "no error" in squashed(SCALING) and "9,984 of 10,002" in squashed(SCALING)
 
 
 def test_layerwise_inference_holds_more_than_one_n_by_h_tensor(tmp_path):
