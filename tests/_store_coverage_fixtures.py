@@ -39,6 +39,11 @@ def edge_attrs_as_tuples():
     return homo_features(), homo_graph(TuplesNotAttrsGraphStore)
 
 
+def no_edges():
+    """The graph store holds no edge index."""
+    return homo_features(), LocalGraphStore()
+
+
 def no_features():
     """The feature store holds nothing."""
     return LocalFeatureStore(), homo_graph()

@@ -31,6 +31,7 @@ CASES = {
     "tensor_attrs_as_names": ("store-tensor-attrs-malformed", "error", {"call": "get_all_tensor_attrs()"}),
     "edge_attrs_as_tuples": ("store-edge-attrs-malformed", "error", {"call": "get_all_edge_attrs()"}),
     "no_features": ("store-no-features", "warning", {}),
+    "no_edges": ("store-no-edges", "error", {"listed": []}),
     "edge_index_not_1d": ("store-edge-index-shape", "error", {"problem": "pair members are not 1-D"}),
     "edge_size_missing": ("store-edge-size-missing", "error", {"edge_type": None}),
     "hetero_features_homo_graph": ("store-homo-hetero-mismatch", "error",

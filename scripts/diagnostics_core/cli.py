@@ -78,14 +78,20 @@ def docs_text():
 
 
 def doc_section(text, heading):
-    """The section under `### heading` up to the next heading of level 1 to 3, or None."""
+    """The section under `### heading` up to the next heading of level 1 to 3 outside a code fence
+    (a `# comment` in a shell block is no heading), or None."""
     lines = text.splitlines()
     try:
         start = lines.index("### " + heading)
     except ValueError:
         return None
-    end = start + 1
-    while end < len(lines) and not (lines[end].startswith("#") and lines[end].split(" ", 1)[0] in ("#", "##", "###")):
+    end, fenced = start + 1, False
+    while end < len(lines):
+        line = lines[end]
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.split(" ", 1)[0] in ("#", "##", "###") and " " in line:
+            break
         end += 1
     return "\n".join(lines[start:end]).rstrip() + "\n"
 
