@@ -246,7 +246,7 @@ def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
     ("not_a_store", "store-wrong-base-class", {"store": "feature_store", "class": "dict"}),
     ("unsorted_edges", "store-edge-type-unknown-node-type", {"unknown_node_types": ["venue"]}),
     ("broken_factory", "store-factory-failed", {}),
-    ("subtle", "store-indexed-read-wrong", {"attr": "x", "index": [11, 0, 6]}),
+    ("subtle", "store-indexed-read-wrong", {"attr": "x", "index": [11, 0, 6, 0], "misread": "rows in id order"}),
     ("subtle", "store-tensor-size-mismatch", {"attr": "y", "get_tensor_size": [13], "tensor_shape": [12]}),
     ("subtle", "store-missing-key-behaviour", {"call": "get_tensor(<missing attr>)"}),
     ("subtle", "store-graph-meta-invalid", {"meta_type": "NoneType"}),
