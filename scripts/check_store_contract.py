@@ -5,8 +5,13 @@ A store that returns the wrong shape, dtype or row order usually breaks only
 deep inside NeighborLoader, often on another machine and hours into a job.
 This checker calls the stores the way PyG's loaders do, compares what comes
 back with what PyG expects, samples one real NeighborLoader batch over the
-pair when a sampling backend works, and prints one JSON document with findings
-(each with evidence, a fix and a docs anchor).
+pair when a sampling backend works (in the main process, then again in a
+forked loader worker, as num_workers >= 1 runs it), and prints one JSON
+document with findings (each with evidence, a fix and a docs anchor).
+
+Store calls run in the thread that built the stores, as under PyG's loader
+with num_workers=0, so thread-bound clients (sqlite3, most database drivers)
+work as they do in training.
 
 Read-only by default: only get_* calls are made. Write checks (put, overwrite,
 remove on a scratch attribute, restoring what was there) run only with
@@ -119,10 +124,13 @@ what it guarantees:
   Exactly one JSON document on stdout (anything the stores print goes to
   stderr). Read-only unless --write-check is given: only get_* calls are
   made, and no file, directory (__pycache__ included) or socket is created
-  by the checker. The stores run in a child process: a store call that
-  crashes is reported (store-call-crashed), one that runs past --timeout is
-  ended even when it blocks in C (store-call-timeout), after which no
-  further calls are made; processes the stores start are ended with it.
+  by the checker. The stores run in a child process, each call in the
+  thread that built them: a store call that crashes is reported
+  (store-call-crashed), one that runs past --timeout is ended even when it
+  blocks in C (store-call-timeout), after which no further calls are made.
+  One batch also runs in a forked loader worker (store-fork-unsafe when
+  only that fails); the worker, and processes the stores start, are ended
+  with the child.
 
 examples:
   python scripts/check_store_contract.py mypkg.stores:make_stores --pretty
@@ -1494,8 +1502,7 @@ def rule_timeout(facts, options, caller):
     if not caller.timed_out:
         return []
     timed_out = dict(caller.timed_out)
-    timed_out.setdefault("call", None)
-    call = timed_out["call"] or calls.NO_CALL_RUNNING
+    call = timed_out["call"] = timed_out.get("call") or calls.NO_CALL_RUNNING
     bound = timed_out.get("timeout_s") or getattr(options, "timeout", None) or DEFAULT_TIMEOUT
     if call == WORKER_CALL:
         return [finding("store-fork-unsafe", dict(timed_out, in_main_process="the same batch passed"),
