@@ -29,6 +29,9 @@ class _Deadline(BaseException):
     not swallow it."""
 
 
+ENDED_BY_ALARM = "the alarm (SIGALRM) in the child, which interrupted the call"
+
+
 class BoundedCaller(object):
     """Runs each call in the calling thread, the one that built the user's objects, bounded from
     outside that thread.
@@ -68,13 +71,13 @@ class BoundedCaller(object):
             self._disarm(alarm)  # the alarm may have rung inside the first _disarm
             if alarm is None:
                 raise  # an outer call's bound ran out: that call reports it
-            self.timed_out = {"call": what, "timeout_s": bound}
+            self.timed_out = {"call": what, "timeout_s": bound, "ended_by": ENDED_BY_ALARM}
             raise CallTimeout(what) from None
         finally:
             if self.reporter:
                 self.reporter.end()
         if alarm is not None and alarm["rang"]:  # the call caught the alarm (a bare except) and went on
-            self.timed_out = {"call": what, "timeout_s": bound}
+            self.timed_out = {"call": what, "timeout_s": bound, "ended_by": ENDED_BY_ALARM}
             raise CallTimeout(what)
         return value
 
