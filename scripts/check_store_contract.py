@@ -5,8 +5,13 @@ A store that returns the wrong shape, dtype or row order usually breaks only
 deep inside NeighborLoader, often on another machine and hours into a job.
 This checker calls the stores the way PyG's loaders do, compares what comes
 back with what PyG expects, samples one real NeighborLoader batch over the
-pair when a sampling backend works, and prints one JSON document with findings
-(each with evidence, a fix and a docs anchor).
+pair when a sampling backend works (in the main process, then again in a
+forked loader worker, as num_workers >= 1 runs it), and prints one JSON
+document with findings (each with evidence, a fix and a docs anchor).
+
+Store calls run in the thread that built the stores, as under PyG's loader
+with num_workers=0, so thread-bound clients (sqlite3, most database drivers)
+work as they do in training.
 
 Read-only by default: only get_* calls are made. Write checks (put, overwrite,
 remove on a scratch attribute, restoring what was there) run only with
@@ -74,6 +79,8 @@ FINDINGS = {
     "store-edge-features-not-sampled": ("warning", "NeighborLoader will not fetch these edge features"),
     "store-sampling-unavailable": ("warning", "no neighbour-sampling backend: the loader check was skipped"),
     "store-sampling-failed": ("error", "a real NeighborLoader batch over the stores failed or was wrong"),
+    "store-fork-unsafe": ("error", "a batch fails or comes back wrong in a forked loader worker (num_workers >= 1) "
+                                   "though it works in the main process"),
     "store-write-roundtrip-failed": ("error", "put/overwrite/remove on a scratch attribute misbehaved"),
     "store-write-cleanup-failed": ("error", "the scratch attribute could not be removed again"),
     "store-call-crashed": ("error", "a store call killed the process (segfault, abort, exit)"),
@@ -117,10 +124,13 @@ what it guarantees:
   Exactly one JSON document on stdout (anything the stores print goes to
   stderr). Read-only unless --write-check is given: only get_* calls are
   made, and no file, directory (__pycache__ included) or socket is created
-  by the checker. The stores run in a child process: a store call that
-  crashes is reported (store-call-crashed), one that runs past --timeout is
-  ended even when it blocks in C (store-call-timeout), after which no
-  further calls are made; processes the stores start are ended with it.
+  by the checker. The stores run in a child process, each call in the
+  thread that built them: a store call that crashes is reported
+  (store-call-crashed), one that runs past --timeout is ended even when it
+  blocks in C (store-call-timeout), after which no further calls are made.
+  One batch also runs in a forked loader worker (store-fork-unsafe when
+  only that fails); the worker, and processes the stores start, are ended
+  with the child.
 
 examples:
   python scripts/check_store_contract.py mypkg.stores:make_stores --pretty
@@ -182,12 +192,35 @@ def same_values(a, b):
 
 
 def index_rows(num_rows):
-    """A few distinct rows in non-sorted order (last, first, middle), as loaders ask."""
+    """Rows as loaders ask for them: not sorted (last, first, middle) and with a repeat (disjoint
+    sampling asks for a node once per subgraph)."""
     rows = []
     for row in (num_rows - 1, 0, num_rows // 2):
         if 0 <= row < num_rows and row not in rows:
             rows.append(row)
-    return rows
+    return rows + rows[1:2] if len(rows) > 1 else rows * 2
+
+
+# How an indexed read that does not match went wrong, when it is a known mistake: the rows it
+# returned, as a function of the requested ids.
+MISREADS = (
+    ("rows in id order, repeated ids collapsed (what SELECT ... WHERE id IN (...) returns)",
+     lambda ids: sorted(set(ids))),
+    ("rows in id order", sorted),
+    ("repeated ids collapsed", lambda ids: list(dict.fromkeys(ids))),
+)
+
+
+def misread(got, expected, ids):
+    """Name the known mistake an indexed read made, or None. `expected` holds the rows of `ids`."""
+    first = {}
+    for position, node in enumerate(ids):
+        first.setdefault(node, position)
+    for name, rows_returned in MISREADS:
+        wrong = expected[[first[node] for node in rows_returned(ids)]]
+        if list(got.shape) == list(wrong.shape) and same_values(got, wrong):
+            return name
+    return None
 
 
 def with_index(attr, index):
@@ -416,8 +449,14 @@ def read_rows(feature_store, attr, index, full, call):
     if full is not None:
         expected = full[index]
     else:
-        parts = [call("feature_store.get_tensor(%s, index=[%d])" % (label, row), feature_store.get_tensor,
-                      with_index(attr, torch.tensor([row]))) for row in index.tolist()]
+        try:
+            parts = [call("feature_store.get_tensor(%s, index=[%d])" % (label, row), feature_store.get_tensor,
+                          with_index(attr, torch.tensor([row]))) for row in index.tolist()]
+        except (CallTimeout, CallSkipped):
+            raise
+        except Exception as error:
+            facts["error"] = "a single-row read raised %s" % error_text(error)
+            return facts
         if not all(isinstance(part, torch.Tensor) for part in parts):
             facts["error"] = "single-row reads did not all return tensors"
             return facts
@@ -437,6 +476,8 @@ def read_rows(feature_store, attr, index, full, call):
             entry["matches"] = same_values(got, expected)
             entry["same_dtype"] = got.dtype == expected.dtype
             entry["same_shape"] = list(got.shape) == list(expected.shape)
+            if not entry["matches"] and entry["same_dtype"]:
+                entry["misread"] = misread(got, expected, index.tolist())
         facts[key] = entry
     return facts
 
@@ -653,18 +694,10 @@ def gather_sampling(feature_store, graph_store, tensor_facts, edge_facts, option
     if not seeds:
         facts["status"] = "no-seeds"
         return facts
-    facts.update(input_type=input_type, seeds=seeds, num_neighbors=[2, 2])
+    facts.update(input_type=input_type, seeds=seeds, num_neighbors=[2, 2], hetero=hetero)
 
     def first_batch():
-        import warnings
-        from torch_geometric.loader import NeighborLoader
-        index = torch.tensor(seeds, dtype=torch.long)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the pyg-lib deprecation notice is not the store's fault
-            loader = NeighborLoader((feature_store, graph_store), num_neighbors=[2, 2],
-                                    input_nodes=(input_type, index) if hetero else index,
-                                    batch_size=len(seeds), shuffle=False)
-            return next(iter(loader))
+        return next(iter(neighbor_loader(feature_store, graph_store, facts)))
 
     try:
         batch = call("NeighborLoader((feature_store, graph_store)) first batch", first_batch,
@@ -680,6 +713,127 @@ def gather_sampling(feature_store, graph_store, tensor_facts, edge_facts, option
     if facts["problems"]:
         facts["status"] = "wrong"
     return facts
+
+
+def neighbor_loader(feature_store, graph_store, sampling, **worker_options):
+    import warnings
+    import torch
+    from torch_geometric.loader import NeighborLoader
+    index = torch.tensor(sampling["seeds"], dtype=torch.long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the pyg-lib deprecation notice is not the store's fault
+        return NeighborLoader((feature_store, graph_store), num_neighbors=sampling["num_neighbors"],
+                              input_nodes=(sampling["input_type"], index) if sampling["hetero"] else index,
+                              batch_size=len(sampling["seeds"]), shuffle=False, **worker_options)
+
+
+WORKER_START_S = 10.0  # added to --timeout for a worker's batch: forking and starting the worker
+WORKER_CALL = "NeighborLoader(num_workers=1) first batch in a forked worker"
+
+
+def gather_worker_sampling(feature_store, graph_store, sampling, tensor_attrs, options, call):
+    """One batch through a loader with one forked worker, as training with num_workers >= 1 gets it.
+
+    The worker inherits the stores with whatever connections they hold, samples and fetches the
+    features there (filter_per_worker=True), and sends back plain lists: a tensor sent through the
+    loader's queue would be shared through a socket, which the read-only promise rules out. The
+    rows it got are then compared with the same rows read here, in the main process.
+    """
+    import multiprocessing
+    facts = {"status": None, "num_workers": 1, "start_method": "fork"}
+    if sampling.get("status") != "ok":
+        facts.update(status="not-run", reason="the batch in the main process did not pass")
+        return facts
+    if "fork" not in multiprocessing.get_all_start_methods():
+        facts.update(status="unavailable", reason="this platform cannot fork")
+        return facts
+    worker_timeout = options.timeout + WORKER_START_S
+    facts["worker_timeout_s"] = worker_timeout
+
+    def worker_batch():
+        loader = neighbor_loader(feature_store, graph_store, sampling, num_workers=1,
+                                 multiprocessing_context="fork", filter_per_worker=True,
+                                 timeout=worker_timeout, transform=plain_batch)
+        iterator = iter(loader)
+        try:
+            return next(iterator)
+        finally:
+            end_workers(iterator)
+
+    try:
+        batch = call(WORKER_CALL, worker_batch, timeout=options.setup_timeout)
+    except (CallTimeout, CallSkipped):
+        raise
+    except Exception as error:
+        facts.update(status="failed", error=worker_error(error))
+        return facts
+    facts["status"] = "ok"
+    facts["problems"] = compare_worker_rows(feature_store, batch, tensor_attrs, call)
+    if facts["problems"]:
+        facts["status"] = "wrong"
+    return facts
+
+
+def end_workers(iterator):
+    """Stop the loader's workers now (joined, then terminated if stuck), not when garbage collected."""
+    shutdown = getattr(iterator, "_shutdown_workers", None)  # what DataLoader's own __del__ calls
+    if shutdown is not None:
+        shutdown()
+
+
+def plain_batch(batch):
+    """Runs in the worker: n_id and node features of each node type as plain lists."""
+    from torch_geometric.data import HeteroData
+    stores = [(t, batch[t]) for t in batch.node_types] if isinstance(batch, HeteroData) else [(None, batch)]
+    plain = []
+    for node_type, store in stores:
+        features = {}
+        for name, value in store.items():
+            if name != "n_id" and hasattr(value, "tolist") and hasattr(value, "dtype"):
+                features[name] = {"dtype": str(value.dtype).replace("torch.", ""), "values": value.tolist()}
+        n_id = getattr(store, "n_id", None)
+        plain.append({"group": node_type, "n_id": n_id.tolist() if n_id is not None else None, "features": features})
+    return plain
+
+
+def worker_error(error):
+    """The loader's error names the worker's own: keep its first line and the worker's last line."""
+    text = safe_str(error)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > 2:
+        text = "%s ... %s" % (lines[0], lines[-1].strip())
+    return sanitise_text("%s: %s" % (type(error).__name__, text), 700)
+
+
+def compare_worker_rows(feature_store, plain, tensor_attrs, call):
+    """The worker's feature rows against the same rows read in this process."""
+    import torch
+    problems = []
+    wanted = {(group_key(attr.group_name), attr.attr_name): attr for attr in tensor_attrs}
+    for entry in plain:
+        n_id = entry["n_id"]
+        if not n_id:
+            continue
+        for name, feature in sorted(entry["features"].items()):
+            attr = wanted.get((group_key(entry["group"]), name))
+            if attr is None:
+                continue
+            got = torch.tensor(feature["values"], dtype=getattr(torch, feature["dtype"]))
+            try:
+                here = call("feature_store.get_tensor(%s, index=<worker batch n_id>)" % attr_label(attr),
+                            feature_store.get_tensor, with_index(attr, torch.tensor(n_id)))
+            except (CallTimeout, CallSkipped):
+                raise
+            except Exception as error:
+                problems.append({"attr": name, "group": group_key(entry["group"]),
+                                 "problem": "reading the worker's rows here raised %s" % error_text(error)})
+                continue
+            if not isinstance(here, torch.Tensor) or not same_values(got, here.to(got.dtype) if
+                                                                      here.dtype != got.dtype else here):
+                problems.append({"attr": name, "group": group_key(entry["group"]), "num_rows": len(n_id),
+                                 "problem": "the rows the worker fetched differ from the same rows read in "
+                                            "the main process"})
+    return problems
 
 
 def inspect_batch(batch, hetero, input_type, seeds, tensor_facts):
@@ -860,7 +1014,8 @@ def gather_facts(options, call, out):
     """Every fact section in order; `out` (a CallReporter) gets each one as soon as it is known,
     so the parent keeps them if a later call crashes the process."""
     facts = {"setup": None, "tensor_attrs": None, "tensors": [], "edge_attrs": None, "edges": [],
-             "graph_meta": None, "missing_keys": None, "sampling": None, "write_check": {"performed": False}}
+             "graph_meta": None, "missing_keys": None, "sampling": None, "worker_sampling": None,
+             "write_check": {"performed": False}}
 
     def publish(key, value):
         facts[key] = value
@@ -892,6 +1047,10 @@ def gather_facts(options, call, out):
             publish("sampling", {"backend": sampling_backend(), "status": "running"})
             publish("sampling", gather_sampling(feature_store, graph_store, facts["tensors"], facts["edges"],
                                                 options, call))
+            if facts["sampling"]["status"] == "ok":
+                publish("worker_sampling", {"status": "running"})
+                publish("worker_sampling", gather_worker_sampling(feature_store, graph_store, facts["sampling"],
+                                                                  tensor_attrs, options, call))
         else:
             publish("sampling", {"backend": sampling_backend(), "status": "not-run",
                                  "reason": "the graph store lists no usable edges"})
@@ -988,6 +1147,11 @@ def rule_tensor_reads(facts, options):
                                  fix="return torch.Tensor from _get_tensor (wrap with torch.as_tensor); lists "
                                      "and arrays break collation in NeighborLoader"))
         indexed = entry.get("indexed", {})
+        if "error" in indexed:
+            found.append(finding("store-call-failed", dict(label, call="get_tensor(index=[row])",
+                                                           error=indexed["error"]),
+                                 fix="support a torch.long index tensor in _get_tensor: NeighborLoader passes "
+                                     "the sampled node ids"))
         for key in ("get_tensor", "multi_get_tensor"):
             read = indexed.get(key)
             if not read:
@@ -1007,9 +1171,12 @@ def rule_tensor_reads(facts, options):
             elif not read["matches"]:
                 found.append(finding("store-indexed-read-wrong", dict(
                     label, call=call, index=indexed["index"], shape=read["shape"],
-                    expected_shape=indexed["expected"]["shape"], reference=indexed["reference"]),
-                    fix="return rows in the order of the index (row k of the result is row index[k]); do not "
-                        "sort, deduplicate or offset the ids"))
+                    expected_shape=indexed["expected"]["shape"], reference=indexed["reference"],
+                    misread=read.get("misread")),
+                    fix="return rows in the order of the index, repeats included (row k of the result is row "
+                        "index[k]); after one SELECT ... WHERE id IN (...), put the rows back in that order: "
+                        "rows = dict(cursor); torch.stack([rows[i] for i in index.tolist()]); do not sort, "
+                        "deduplicate or offset the ids"))
         size = entry.get("size", {})
         if full.get("type") not in ("torch.Tensor", None):
             continue  # the size of a missing or non-tensor value says nothing new
@@ -1294,12 +1461,35 @@ def rule_write_check(facts, options):
     return found
 
 
+def rule_worker_sampling(facts, options):
+    worker = facts.get("worker_sampling") or {}
+    fix = ("open the connection in the process that uses it: connect lazily on first use and reconnect when "
+           "os.getpid() differs from the pid that connected (or open it in the loader's worker_init_fn); "
+           "a connection, socket or background I/O thread does not survive fork(). Until then train with "
+           "num_workers=0, or pass filter_per_worker=False so features are fetched in the main process")
+    if worker.get("status") == "failed":
+        return [finding("store-fork-unsafe", {"call": WORKER_CALL, "error": worker.get("error"),
+                                              "start_method": worker.get("start_method"),
+                                              "in_main_process": "the same batch passed"}, fix=fix)]
+    if worker.get("status") == "wrong":
+        return [finding("store-fork-unsafe", {"call": WORKER_CALL, "problems": worker.get("problems"),
+                                              "start_method": worker.get("start_method"),
+                                              "in_main_process": "the same batch passed"}, fix=fix)]
+    return []
+
+
 def rule_crash(facts, options):
     """A store call, or PyG's sampler on the store's data, ended the child process."""
     crash = facts.get("crash")
     if not crash:
         return []
-    if crash.get("call", "").startswith("NeighborLoader"):
+    call = crash.get("call") or calls.NO_CALL_RUNNING
+    crash = dict(crash, call=call)
+    if call == WORKER_CALL:
+        return [finding("store-fork-unsafe", dict(crash, in_main_process="the same batch passed"),
+                        fix="the process died while its forked loader worker ran: run the loader with "
+                            "num_workers=0 to confirm, then open connections per process (see the docs section)")]
+    if call.startswith("NeighborLoader"):
         return [finding("store-sampling-failed", {"crashed": crash, "backend": (facts.get("sampling") or {}).get(
             "backend")}, fix="fix the other error findings first (ids past num_nodes crash the native sampler); "
                              "the signal and stderr_tail show where it died")]
@@ -1309,15 +1499,23 @@ def rule_crash(facts, options):
 
 
 def rule_timeout(facts, options, caller):
-    if caller.timed_out is None:
+    if not caller.timed_out:
         return []
-    return [finding("store-call-timeout", dict(caller.timed_out, skipped_calls=len(caller.skipped)),
+    timed_out = dict(caller.timed_out)
+    call = timed_out["call"] = timed_out.get("call") or calls.NO_CALL_RUNNING
+    bound = timed_out.get("timeout_s") or getattr(options, "timeout", None) or DEFAULT_TIMEOUT
+    if call == WORKER_CALL:
+        return [finding("store-fork-unsafe", dict(timed_out, in_main_process="the same batch passed"),
+                        fix="a forked worker hung on the stores: open connections per process (connect lazily, "
+                            "reconnect when os.getpid() changes) or train with num_workers=0")]
+    return [finding("store-call-timeout", dict(timed_out, skipped_calls=len(caller.skipped or ())),
                     fix="find out why %s blocks (service down, lock, network); to allow slower calls rerun with "
-                        "--timeout %d" % (caller.timed_out["call"], int(caller.timed_out["timeout_s"]) * 3))]
+                        "--timeout %d" % (call, int(float(bound) * 3)))]
 
 
 RULES = (rule_setup, rule_attr_listings, rule_tensor_reads, rule_dtypes_across_groups, rule_row_counts,
-         rule_edges, rule_types, rule_graph_meta, rule_missing_keys, rule_sampling, rule_write_check, rule_crash)
+         rule_edges, rule_types, rule_graph_meta, rule_missing_keys, rule_sampling, rule_worker_sampling,
+         rule_write_check, rule_crash)
 
 
 def diagnose(facts, options, caller):
@@ -1332,7 +1530,7 @@ def diagnose(facts, options, caller):
 # ---------------------------------------------------------------------------
 
 FACT_SECTIONS = ("setup", "tensor_attrs", "tensors", "edge_attrs", "edges", "graph_meta", "missing_keys",
-                 "sampling", "write_check")
+                 "sampling", "worker_sampling", "write_check")
 
 
 def render(facts, findings, options, caller, started, internal_error=None, usage_error=False):
@@ -1448,11 +1646,12 @@ def run_child(options):
         state = CallerState(timed_out=timed_out)
         if crash:
             facts["crash"] = crash
-            if (facts.get("sampling") or {}).get("status") == "running":
-                facts["sampling"]["status"] = "crashed"
+            for key in ("sampling", "worker_sampling"):
+                if (facts.get(key) or {}).get("status") == "running":
+                    facts[key]["status"] = "crashed"
     for key, value in (("setup", None), ("tensor_attrs", None), ("tensors", []), ("edge_attrs", None),
                        ("edges", []), ("graph_meta", None), ("missing_keys", None), ("sampling", None),
-                       ("write_check", {"performed": False})):
+                       ("worker_sampling", None), ("write_check", {"performed": False})):
         facts.setdefault(key, value)
     facts["child"] = sandbox.call_child_summary(outcome)
     return facts, state

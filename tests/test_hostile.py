@@ -210,7 +210,8 @@ def test_store_call_blocking_in_c_with_the_gil_is_ended_at_the_timeout(tmp_path,
     found = result.only("store-call-timeout")
     assert found["evidence"]["call"] == "feature_store.get_all_tensor_attrs()"
     assert found["evidence"]["timeout_s"] == 3.0
-    assert "killing the child" in found["evidence"]["ended_by"]
+    # libc's sleep returns early when the alarm's signal arrives; a spin in C ignores it and is killed
+    assert ("alarm" if store == "gil_sleeping" else "killing the child") in found["evidence"]["ended_by"]
     # bounded by the tool's own deadlines: the call's 3 s plus the kill grace, not the store's 600 s
     assert result.json["checker"]["child"]["seconds"] < result.json["checker"]["setup_timeout_s"] + 3 + 2 + 5
     assert hostile.survivors(token) == []

@@ -246,7 +246,7 @@ def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
     ("not_a_store", "store-wrong-base-class", {"store": "feature_store", "class": "dict"}),
     ("unsorted_edges", "store-edge-type-unknown-node-type", {"unknown_node_types": ["venue"]}),
     ("broken_factory", "store-factory-failed", {}),
-    ("subtle", "store-indexed-read-wrong", {"attr": "x", "index": [11, 0, 6]}),
+    ("subtle", "store-indexed-read-wrong", {"attr": "x", "index": [11, 0, 6, 0], "misread": "rows in id order"}),
     ("subtle", "store-tensor-size-mismatch", {"attr": "y", "get_tensor_size": [13], "tensor_shape": [12]}),
     ("subtle", "store-missing-key-behaviour", {"call": "get_tensor(<missing attr>)"}),
     ("subtle", "store-graph-meta-invalid", {"meta_type": "NoneType"}),
@@ -289,3 +289,52 @@ def test_real_loader_batch_fails_where_the_contract_is_broken(runs, case, error_
     needs_backend(runs)
     found = runs[case].finding("store-sampling-failed")
     assert error_fragment in found["evidence"]["error"]
+
+
+# Records cut short ------------------------------------------------------------------
+
+def load_checker_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("check_store_contract_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CRASH_SHAPES = [
+    None,
+    {},
+    {"call": None, "signal": None, "returncode": None, "stderr_tail": None},
+    {"call": "NeighborLoader((feature_store, graph_store)) first batch", "signal": "SIGSEGV"},
+    {"call": "NeighborLoader(num_workers=1) first batch in a forked worker", "signal": None, "returncode": 1},
+]
+TIMEOUT_SHAPES = [None, {}, {"call": None, "timeout_s": None},
+                  {"call": "NeighborLoader(num_workers=1) first batch in a forked worker", "timeout_s": 3.0}]
+
+
+def test_no_cut_short_record_turns_into_an_internal_error(runs):
+    """The child publishes its sections in order and may die after any of them, with a crash or
+    timeout record whose fields may be missing: every such shape still gives findings, and every
+    crash finding names a call."""
+    checker = load_checker_module()
+    complete = {section: runs["reference_default"].document[section] for section in checker.FACT_SECTIONS}
+    defaults = {"tensors": [], "edges": [], "write_check": {"performed": False}}
+    options = checker.NoOptions()
+    options.skip_sampling = False
+    for cut in range(len(checker.FACT_SECTIONS) + 1):
+        facts = {section: complete[section] if position < cut else defaults.get(section)
+                 for position, section in enumerate(checker.FACT_SECTIONS)}
+        for running in ("sampling", "worker_sampling"):
+            if facts[running] is None and cut == checker.FACT_SECTIONS.index(running):
+                facts[running] = {"status": "crashed"}
+        for crash in CRASH_SHAPES:
+            for timed_out in TIMEOUT_SHAPES:
+                shaped = dict(facts, crash=crash)
+                findings = checker.diagnose(shaped, options, checker.CallerState(timed_out=timed_out))
+                document, code = checker.render(shaped, findings, options, checker.CallerState(), time.time())
+                json.dumps(document)
+                assert code in (0, 1), findings
+                assert {f["id"] for f in findings} <= set(checker.FINDINGS)
+                for found in findings:
+                    if found["id"] in ("store-call-crashed", "store-call-timeout"):
+                        assert isinstance(found["evidence"]["call"], str) and found["evidence"]["call"]

@@ -24,49 +24,87 @@ class CallSkipped(CallTimeout):
     and each wait would cost the full bound."""
 
 
-class BoundedCaller(object):
-    """Runs each call in a daemon thread and waits at most its bound.
+class _Deadline(BaseException):
+    """Raised into a call by its alarm. A BaseException, so user code that catches Exception does
+    not swallow it."""
 
-    Each call is announced to the parent process (reporter), which kills this child if the call
-    outlives its bound while holding the GIL, where the thread-based bound cannot fire.
+
+ENDED_BY_ALARM = "the alarm (SIGALRM) in the child, which interrupted the call"
+
+
+class BoundedCaller(object):
+    """Runs each call in the calling thread, the one that built the user's objects, bounded from
+    outside that thread.
+
+    Thread-bound clients (sqlite3 connections, most database drivers, CUDA contexts) work only in
+    the thread that created them, as under PyG's loader with num_workers=0, so calls must not move
+    to a helper thread. The bound: a SIGALRM timer raises into the call as soon as it runs Python
+    code again. A call blocked in C with the GIL held cannot be interrupted that way, so each call
+    is also announced to the parent process (reporter), which kills this child when the call
+    outlives its bound (sandbox.run_call_child); off the main thread, where signals cannot be
+    delivered, that is the only bound. A call made inside another call runs under the outer bound.
     """
 
-    def __init__(self, timeout, reporter=None, thread_name="user-call"):
+    def __init__(self, timeout, reporter=None, thread_name=None):
         self.timeout = timeout
         self.reporter = reporter
-        self.thread_name = thread_name
         self.count = 0
         self.timed_out = None  # {"call": ..., "timeout_s": ...} of the call that hung
         self.skipped = []
+        self._armed = False  # an alarm is set for the call running now
 
     def __call__(self, what, function, *args, timeout=None, **kwargs):
-        import threading
         if self.timed_out is not None:
             self.skipped.append(what)
             raise CallSkipped(what)
         bound = timeout or self.timeout
-        outcome = {}
-
-        def target():
-            try:
-                outcome["value"] = function(*args, **kwargs)
-            except BaseException as error:  # handed to the caller's thread
-                outcome["error"] = error
-
         self.count += 1
-        worker = threading.Thread(target=target, name=self.thread_name, daemon=True)
         if self.reporter:
             self.reporter.begin(what, bound)
-        worker.start()
-        worker.join(bound)
-        if self.reporter:
-            self.reporter.end()
-        if worker.is_alive():
-            self.timed_out = {"call": what, "timeout_s": bound}
+        alarm = self._arm(bound)
+        try:
+            try:
+                value = function(*args, **kwargs)
+            finally:
+                self._disarm(alarm)
+        except _Deadline:
+            self._disarm(alarm)  # the alarm may have rung inside the first _disarm
+            if alarm is None:
+                raise  # an outer call's bound ran out: that call reports it
+            self.timed_out = {"call": what, "timeout_s": bound, "ended_by": ENDED_BY_ALARM}
+            raise CallTimeout(what) from None
+        finally:
+            if self.reporter:
+                self.reporter.end()
+        if alarm is not None and alarm["rang"]:  # the call caught the alarm (a bare except) and went on
+            self.timed_out = {"call": what, "timeout_s": bound, "ended_by": ENDED_BY_ALARM}
             raise CallTimeout(what)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+        return value
+
+    def _arm(self, bound):
+        """Set SIGALRM to fire after `bound` seconds; -> the alarm, or None where none is set."""
+        import signal
+        import threading
+        if self._armed or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+            return None
+        alarm = {"rang": False, "set": True}
+
+        def ring(signum, frame):
+            alarm["rang"] = True
+            raise _Deadline()
+        alarm["previous"] = signal.signal(signal.SIGALRM, ring)
+        signal.setitimer(signal.ITIMER_REAL, bound)
+        self._armed = True
+        return alarm
+
+    def _disarm(self, alarm):
+        import signal
+        if alarm is None or not alarm["set"]:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, alarm["previous"])
+        alarm["set"] = False
+        self._armed = False
 
     def state(self):
         return {"count": self.count, "skipped": self.skipped, "timed_out": self.timed_out}
@@ -116,7 +154,8 @@ def start_child(options_text):
 
 
 def finish_child(reporter, **record):
-    """Publish the last record and leave at once: a call may still be blocked in a daemon thread."""
+    """Publish the last record and leave at once: threads or processes the user's code started must
+    not delay the exit (the parent ends what is left)."""
     reporter.done(**record)
     sys.stderr.flush()
     os._exit(0)
@@ -130,4 +169,9 @@ def run_tool_child(script, child_flag, options, stuck):
     timed_out = crash = None
     if done is None:
         timed_out, crash = sandbox.call_child_cut_short(outcome, running, stuck)
+    if crash is not None and not crash.get("call"):
+        crash["call"] = NO_CALL_RUNNING  # a crash record always names its call
     return facts, done, outcome, timed_out, crash
+
+
+NO_CALL_RUNNING = "no announced call (the child died between calls, in the tool's own code)"
