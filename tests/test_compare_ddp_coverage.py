@@ -33,11 +33,11 @@ def ids(document):
 
 
 def test_cudnn_drift_is_a_warning_naming_both_groups(tmp_path):
-    a, b = static_report(tmp_path, "node0", "91002"), static_report(tmp_path, "node1", "90100")
+    a, b = static_report(tmp_path, "node0", 91002), static_report(tmp_path, "node1", 90100)
     completed, document = run([sys.executable, COMPARE, str(a), str(b)])
     drift = [f for f in document["findings"] if f["id"] == "cluster-cudnn-drift"]
     assert drift and drift[0]["severity"] == "warning"
-    assert sorted(g["value"] for g in drift[0]["evidence"]["groups"]) == ["90100", "91002"]
+    assert sorted(g["value"] for g in drift[0]["evidence"]["groups"]) == [90100, 91002]
     assert completed.returncode == 0 and document["gates"]["consistent"]["passed"] is True
 
 

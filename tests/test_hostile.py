@@ -292,17 +292,19 @@ def test_without_torch_the_store_checker_names_the_remedy(tmp_path):
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_partition_load_that_segfaults_gives_json_naming_the_file(tmp_path):
+def test_partition_file_that_would_segfault_is_never_unpickled(tmp_path):
+    """A map whose unpickling calls into ctypes and crashes: named as code, loaded by nothing, even
+    with --allow-pickle (only a file the scan proves free of code is ever unpickled)."""
     from conftest import invoke_tool
     root = hostile.write_crashing_partition(tmp_path / "parts")
-    safe = invoke_tool("check_partition.py", root)
-    assert safe.returncode == 1 and "partition-load-crashed" not in safe.ids()  # weights_only refuses it
-    result = invoke_tool("check_partition.py", root, "--allow-pickle")
-    assert result.returncode == 1
-    found = result.only("partition-load-crashed")
-    assert found["evidence"]["signal"] == "SIGSEGV"
-    assert found["evidence"]["call"] == "torch.load(%s)" % (root / "node_map.pt")
-    assert result.json["meta"] is not None and result.json["gates"] == {"contract": {"passed": False}}
+    for flags in ((), ("--allow-pickle",)):
+        result = invoke_tool("check_partition.py", root, *flags)
+        assert result.returncode == 1 and "partition-load-crashed" not in result.ids()
+        found = result.only("partition-pickle-holds-code")
+        files = {entry["path"]: entry for entry in found["evidence"]["files"]}
+        assert "node_map.pt" in files and files["node_map.pt"]["scan"]["refused"], files
+        assert result.json["meta"] is not None and result.json["gates"] == {"contract": {"passed": False}}
+        assert result.json["checker"]["child"]["signal"] is None  # the child never crashed
 
 
 def test_without_torch_the_partition_checker_names_the_remedy(tmp_path):
