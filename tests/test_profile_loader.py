@@ -313,20 +313,31 @@ def test_seeds_from_a_missing_attribute_are_reported(quick_runs):
     assert "--input-nodes NAME" in found["fix"]
 
 
-def test_sigterm_mid_run_leaves_no_process(stores, token):
-    env = clean_env({hostile.TOKEN_VARIABLE: token})
-    process = subprocess.Popen([sys.executable, SCRIPT, "--store", "mystores:slow_to_build", "--budget", "60"],
-                               cwd=str(stores), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL)
-    # Wait until a rank process is busy in the store factory, then stop the tool.
-    deadline = time.time() + 60
-    while time.time() < deadline and len(hostile.survivors(token)) < 3:  # tool, coordinator, rank
-        time.sleep(0.2)
-    assert len(hostile.survivors(token)) >= 3
+def sigterm_when(command, cwd, token, processes):
+    """Start the tool, send SIGTERM once `processes` carry the token, -> what is left after it ends."""
+    process = subprocess.Popen(command, cwd=str(cwd), env=clean_env({hostile.TOKEN_VARIABLE: token}),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    deadline = time.time() + 90
+    while time.time() < deadline and len(hostile.survivors(token)) < processes:
+        time.sleep(0.1)
+    seen = len(hostile.survivors(token))
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=30)
     time.sleep(0.5)
-    assert hostile.survivors(token) == []
+    return seen, hostile.survivors(token)
+
+
+def test_sigterm_while_user_code_runs_leaves_no_process(stores, token):
+    # The tool, its coordinator and a rank blocked in the store factory.
+    seen, left = sigterm_when([sys.executable, SCRIPT, "--store", "mystores:slow_to_build", "--budget", "60"],
+                              stores, token, 3)
+    assert seen >= 3 and left == []
+
+
+def test_sigterm_while_workers_run_leaves_no_process(sampling, tmp_path, token):
+    # The tool, its coordinator, a rank and at least one DataLoader worker.
+    seen, left = sigterm_when([sys.executable, SCRIPT, "--synthetic", SMALL, "--budget", "60"], tmp_path, token, 4)
+    assert seen >= 4 and left == []
 
 
 # ---------------------------------------------------------------------------
@@ -412,10 +423,14 @@ def test_saved_data_with_seed_mask_and_markdown_report(sampling, inputs):
 
 @covers("loader-config-failed")
 def test_store_pair_is_profiled_and_a_configuration_that_fails_is_named(sampling, stores):
+    before = tree_state(stores)
     result = profile("--store", "mystores:main_process_only", "--budget", "20", cwd=stores)
+    assert tree_state(stores) == before  # the user's module was imported without a __pycache__
     assert result.returncode == 0, result.stderr[-3000:]
     by_name = {c["name"]: c for c in result.json["configs"]}
     assert by_name["default"]["status"] == "ok"
+    # Fetching in the main process keeps the store's client out of the workers: that one works.
+    assert by_name["workers-1-filter-in-main"]["status"] == "ok"
     assert result.json["graph"]["kind"] == "store"
     failed = result.findings("loader-config-failed")
     assert failed and all("forked process" in f["evidence"]["error"] for f in failed)
@@ -423,9 +438,11 @@ def test_store_pair_is_profiled_and_a_configuration_that_fails_is_named(sampling
     assert "(feature_store, graph_store)" in result.json["recommendation"]["code"]
 
 
-def test_ranks_per_node_measures_concurrent_loaders(sampling):
-    result = profile("--synthetic", "10000,100000,16", "--ranks-per-node", "2", "--budget", "20")
+def test_ranks_per_node_measures_concurrent_link_loaders(sampling):
+    result = profile("--synthetic", "10000,100000,16", "--link", "--batch-size", "512", "--ranks-per-node", "2",
+                     "--budget", "20")
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "LinkNeighborLoader(data, num_neighbors=[10, 5], batch_size=512" in result.json["recommendation"]["code"]
     measured = [c for c in result.json["configs"] if c["status"] == "ok"]
     assert measured and all(len(c["per_rank_batches_per_s"]) == 2 for c in measured)
     for config in measured:  # the aggregate is the ranks' sum, window by window

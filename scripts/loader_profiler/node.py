@@ -176,8 +176,16 @@ class Coordinator(object):
 
     def variants(self, default):
         workers = [c for c in plan.measured(self.configs) if c["settings"]["num_workers"]]
-        base = max(workers, key=lambda c: c["epoch_batches_per_s"])["settings"] if workers else default
-        return plan.variant_configs(base, default, self.per_rank, self.host["cuda"])
+        if workers:
+            base = max(workers, key=lambda c: c["epoch_batches_per_s"])["settings"]
+            return plan.variant_configs(base, default, self.per_rank, self.host["cuda"])
+        failed = [c["settings"] for c in self.configs if c["status"] == "failed" and c["settings"]["num_workers"]]
+        if failed and failed[0]["filter_per_worker"]:
+            # Workers that fail where they fetch (a store client that cannot cross a fork, features
+            # too large for shared memory) may work when the main process fetches.
+            base = {k: v for k, v in failed[0].items() if k != "affinity_cores"}
+            return [("%s-filter-in-main" % plan.name_of(base), dict(base, filter_per_worker=False))]
+        return plan.variant_configs(default, default, self.per_rank, self.host["cuda"])
 
     def skip(self, queue):
         for name, settings in queue:
