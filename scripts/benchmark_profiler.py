@@ -4,9 +4,9 @@ bookkeeping, the RSS sampling thread) against a plain `for batch in loader` loop
 loader, in one run, side by side.
 
 Each round runs both on the same loader object for the same wall time, alternating which goes
-first (A,B then B,A, ...) so that drift on a busy machine hits both alike. The ratio is the
-profiler's median batches/s over the plain loop's: 1.0 means the profiler reports what a training
-loop would see. Run it with the interpreter that has torch, PyG and a sampling backend:
+first (A,B then B,A, ...) so that drift on a busy machine hits both alike. The verdict is the
+median over rounds of the profiler's batches/s over the plain loop's in the same round (1.0 means
+the profiler reports what a training loop would see); the ratio of the two medians is shown too. Run it with the interpreter that has torch, PyG and a sampling backend:
 ``python scripts/benchmark_profiler.py``. This is a benchmark, not a test.
 
 output: a table on stderr, one JSON document on stdout.
@@ -58,11 +58,13 @@ def run_pair(name, loader, settings, rounds, seconds):
             rate = profiler_loop(loader, settings, seconds) if side == "profiler" else plain_loop(loader, seconds)
             samples[side].append(round(rate, 3))
     profiler, plain = statistics.median(samples["profiler"]), statistics.median(samples["plain"])
-    ratio = profiler / plain
+    # Each round's two sides ran back to back, so their ratio cancels the machine's drift between
+    # rounds; the median of those is the verdict, the ratio of the medians is shown beside it.
+    paired = statistics.median(a / b for a, b in zip(samples["profiler"], samples["plain"]))
     return {"name": name, "settings": settings, "profiler": {"median_batches_per_s": round(profiler, 3),
                                                              "samples": samples["profiler"]},
             "plain": {"median_batches_per_s": round(plain, 3), "samples": samples["plain"]},
-            "ratio": round(ratio, 3), "met": ratio >= TARGET}
+            "ratio_of_medians": round(profiler / plain, 3), "ratio": round(paired, 3), "met": paired >= TARGET}
 
 
 def main(argv=None):
@@ -89,12 +91,13 @@ def main(argv=None):
         loader = build_loader(data, spec, settings, {"input_nodes": None}, {})
         results.append(run_pair(name, loader, settings, options.rounds, options.seconds))
         del loader
-    sys.stderr.write("%-12s %18s %18s %7s  %s\n" % ("loader", "profiler batches/s", "plain batches/s", "ratio",
-                                                     "verdict (target >= %.2f)" % TARGET))
+    sys.stderr.write("%-12s %18s %18s %16s %13s  %s\n" % (
+        "loader", "profiler batches/s", "plain batches/s", "ratio of medians", "paired ratio",
+        "verdict (paired >= %.2f)" % TARGET))
     for result in results:
-        sys.stderr.write("%-12s %18.1f %18.1f %7.3f  %s\n" % (
+        sys.stderr.write("%-12s %18.1f %18.1f %16.3f %13.3f  %s\n" % (
             result["name"], result["profiler"]["median_batches_per_s"], result["plain"]["median_batches_per_s"],
-            result["ratio"], "met" if result["met"] else "MISSED"))
+            result["ratio_of_medians"], result["ratio"], "met" if result["met"] else "MISSED"))
     report = {"synthetic": [nodes, edges, features], "rounds": options.rounds, "seconds": options.seconds,
               "target_ratio": TARGET, "pairs": results, "all_met": all(r["met"] for r in results)}
     sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -510,6 +510,14 @@ def test_a_win_beyond_the_noise_is_recommended_with_both_medians():
     assert "num_workers=2, persistent_workers=True" in advice["code"]
 
 
+def test_of_two_wins_equal_within_the_noise_the_cheaper_is_recommended():
+    found, advice = replay([config("default", 10.0), config("workers-2", 20.0, num_workers=2, persistent_workers=True),
+                            config("default-threads-1", 19.8, torch_threads=1)])
+    assert advice["config"] == "default-threads-1" and advice["settings"] == {}
+    assert advice["env"] == {"OMP_NUM_THREADS": "1"} and advice["speedup"] == 1.98
+    assert advice["fastest_measured"]["config"] == "workers-2"
+
+
 @covers("loader-default-is-best")
 def test_a_win_within_the_noise_recommends_the_default():
     found, advice = replay([config("default", 10.0, spread=3.0), config("workers-2", 12.0, spread=3.0,
@@ -582,3 +590,8 @@ def test_a_batch_mostly_spent_sampling_is_sampler_bound():
     assert found["loader-sampler-bound"]["fix"].startswith("loader = NeighborLoader(data, num_neighbors=[10, 5], "
                                                            "batch_size=1024, shuffle=True, num_workers=2, ")
     assert "loader-fetch-bound" not in found
+    # Where workers did not pay: pyg-lib when it is missing, else a smaller fan-out.
+    found, _ = replay([config("default", 10.0)], breakdown=split, backend={"pyg_lib": False, "torch_sparse": True})
+    assert "check_sampling_backends.py --require-neighbor-backend" in found["loader-sampler-bound"]["fix"]
+    found, _ = replay([config("default", 10.0)], breakdown=split, backend={"pyg_lib": True, "torch_sparse": False})
+    assert "num_neighbors=[5, 2]" in found["loader-sampler-bound"]["fix"]

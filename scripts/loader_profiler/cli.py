@@ -36,8 +36,9 @@ what it measures, per configuration:
   a default batch's time goes (sampling, feature fetch, collation).
 
 what it recommends:
-  the fastest configuration only when its median beats the default loader's
-  (num_workers=0) by more than the measured spread; else the default, saying the
+  a configuration only when its median beats the default loader's
+  (num_workers=0) by more than the measured spread; of those within the noise of
+  the fastest, the one with the fewest workers; else the default, saying the
   difference is noise. "recommendation" holds the loader kwargs, the
   environment, the speedup (ratio of the two medians) and code to paste.
 

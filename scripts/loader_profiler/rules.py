@@ -156,14 +156,7 @@ def bound_by(facts, options):
     advice = facts.get("recommendation") or {}
     if split["sample_s"] / split["batch_s"] >= SAMPLER_BOUND_SHARE:
         evidence["sample_share"] = round(split["sample_s"] / split["batch_s"], 3)
-        backend = facts.get("backend") or {}
-        pyg_lib = "" if backend.get("pyg_lib") else (
-            "; pyg-lib samples faster than torch-sparse: %s %s --require-neighbor-backend"
-            % (python(), sibling_script("check_sampling_backends.py")))
-        loader_line = next((line for line in advice.get("code", "").splitlines() if line.startswith("loader = ")), "")
-        return [finding("loader-sampler-bound", evidence,
-                        fix="%s  # sample in parallel worker processes (the recommendation)%s"
-                        % (loader_line, pyg_lib))]
+        return [finding("loader-sampler-bound", evidence, fix=sampler_fix(facts, options, advice))]
     if split["fetch_s"] / split["batch_s"] >= SAMPLER_BOUND_SHARE:
         evidence["fetch_share"] = round(split["fetch_s"] / split["batch_s"], 3)
         return [finding("loader-fetch-bound", evidence,
@@ -171,6 +164,22 @@ def bound_by(facts, options):
                             "filter_per_worker=True (PyG's default on CPU) with num_workers > 0 so workers fetch "
                             "in parallel")]
     return []
+
+
+def sampler_fix(facts, options, advice):
+    """Parallel workers where they measured faster; else pyg-lib where it is missing; else a smaller fan-out."""
+    loader_line = next((line for line in advice.get("code", "").splitlines() if line.startswith("loader = ")), "")
+    checker = "%s %s --require-neighbor-backend" % (python(), sibling_script("check_sampling_backends.py"))
+    has_pyg_lib = (facts.get("backend") or {}).get("pyg_lib")
+    if advice.get("settings", {}).get("num_workers"):
+        return "%s  # sample in parallel worker processes (measured faster)%s" % (
+            loader_line, "" if has_pyg_lib else "; pyg-lib samples faster than torch-sparse: " + checker)
+    if not has_pyg_lib:
+        return "%s  # names the install command of pyg-lib, which samples faster than torch-sparse" % checker
+    hops = options.spec["num_neighbors"]
+    fewer = [max(1, hop // 2) if hop > 0 else hop for hop in hops]
+    return "%s  # fewer neighbours per hop, if the model's accuracy allows" % loader_line.replace(
+        "num_neighbors=%r" % list(hops), "num_neighbors=%r" % fewer)
 
 
 def pairs(configs, differs):
