@@ -1,0 +1,80 @@
+"""The recommendation: the configuration to use, as loader keyword arguments, environment and code
+to paste, with its measured speedup over the default loader. Plain data in, plain data out."""
+
+from . import plan
+from .graph import LOADER_KEYS
+
+PYG_DEFAULTS = {"num_workers": 0, "persistent_workers": False, "filter_per_worker": True, "pin_memory": False}
+
+
+def recommendation(configs, spec, ranks):
+    """None when nothing was measured; else the recommendation section of the report."""
+    chosen, beats_default, default = plan.choose(configs)
+    if chosen is None:
+        return None
+    settings = chosen["settings"]
+    kwargs = {key: settings[key] for key in LOADER_KEYS if settings[key] != PYG_DEFAULTS[key]}
+    if not settings["num_workers"]:
+        kwargs.pop("persistent_workers", None)
+    env = {"OMP_NUM_THREADS": str(settings["torch_threads"])}
+    fastest = plan.fastest(configs)
+    section = {
+        "config": chosen["name"],
+        "settings": kwargs,
+        "env": env,
+        "loader_cores": settings.get("affinity_cores"),
+        "beats_default": beats_default,
+        "speedup": None,
+        "median_epoch_batches_per_s": chosen["epoch_batches_per_s"],
+        "default_median_epoch_batches_per_s": default["epoch_batches_per_s"] if default else None,
+        "noise_batches_per_s": round(max(plan.spread(chosen), plan.spread(default)), 3) if default else None,
+        "fastest_measured": {"config": fastest["name"], "epoch_batches_per_s": fastest["epoch_batches_per_s"]},
+        "code": code(spec, kwargs, env, settings.get("affinity_cores"), ranks),
+    }
+    if default:
+        section["speedup"] = round(chosen["epoch_batches_per_s"] / default["epoch_batches_per_s"], 3)
+        section["fastest_measured"]["ratio_to_default"] = round(
+            fastest["epoch_batches_per_s"] / default["epoch_batches_per_s"], 3)
+    return section
+
+
+def seeds_argument(spec):
+    if spec.get("link"):
+        edges = spec.get("input_edges")
+        return "edge_label_index=%r" % (tuple(edges),) if edges else None
+    nodes = spec.get("input_nodes")
+    if not nodes:
+        return None
+    node_type, _, attribute = nodes.rpartition(":")
+    if spec.get("store"):
+        return "input_nodes=%r" % nodes
+    if node_type:
+        return "input_nodes=(%r, data[%r].%s)" % (node_type, node_type, attribute)
+    return "input_nodes=%r" % attribute if spec.get("hetero") else "input_nodes=data.%s" % attribute
+
+
+def code(spec, kwargs, env, loader_cores, ranks):
+    """The loader as the user would write it with the recommended settings."""
+    cls = "LinkNeighborLoader" if spec.get("link") else "NeighborLoader"
+    data = "(feature_store, graph_store)" if spec.get("store") else "data"
+    arguments = [data, "num_neighbors=%r" % list(spec["num_neighbors"])]
+    seeds = seeds_argument(spec)
+    if seeds:
+        arguments.append(seeds)
+    arguments += ["batch_size=%d" % spec["batch_size"]] + (["shuffle=True"] if spec["shuffle"] else [])
+    arguments += ["%s=%r" % (key, value) for key, value in kwargs.items()]
+    lines = ["# before Python starts: %s" % " ".join("export %s=%s" % item for item in sorted(env.items())),
+             "from torch_geometric.loader import %s" % cls,
+             "loader = %s(%s)" % (cls, ", ".join(arguments))]
+    if loader_cores:
+        if ranks > 1:
+            lines.insert(1, "import os")
+            table = ", ".join("%d: %r" % (rank, cores) for rank, cores in enumerate(loader_cores))
+            lines.append("cores = {%s}[int(os.environ['LOCAL_RANK'])]" % table)
+        else:
+            lines.append("cores = %r" % loader_cores[0])
+        lines += ["with loader.enable_cpu_affinity(loader_cores=cores):",
+                  "    for batch in loader:", "        ...  # train"]
+    else:
+        lines += ["for batch in loader:", "    ...  # train"]
+    return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""The coordinator: the sandboxed child of the tool. It reads the host (cores, NUMA nodes, memory,
+shared memory), starts one rank process per --ranks-per-node, walks the plan within the budget and
+publishes every measured configuration as soon as it has it.
+
+The ranks are forked before this process runs any parallel torch operation: a fork taken after
+OpenMP has started its threads leaves the child's OpenMP unusable, and the ranks need theirs.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+from . import plan
+
+STOP_RESERVE_S = 1.5  # kept back from the deadline to end ranks and workers and publish "done"
+ANSWER_GRACE_S = 3.0  # how long past its slice a rank may take to answer before it counts as hung
+
+
+def child_main(options_text):
+    from diagnostics_core.sandbox import CallReporter, quiet_child_process
+    quiet_child_process()
+    reporter = CallReporter()
+    options = json.loads(options_text)
+    reporter.begin("import torch, torch_geometric", max(options["deadline"] - time.time(), 1.0))
+    import torch  # noqa: F401
+    import torch_geometric.typing
+    reporter.end()
+    host = host_facts()
+    reporter.publish("host", host)
+    backend = {"pyg_lib": bool(torch_geometric.typing.WITH_PYG_LIB),
+               "torch_sparse": bool(torch_geometric.typing.WITH_TORCH_SPARSE)}
+    reporter.publish("backend", backend)
+    # Without a backend the graph is still loaded: a file or store that fails is the first thing to fix.
+    Coordinator(options, host, reporter, measure=backend["pyg_lib"] or backend["torch_sparse"]).run()
+    reporter.done()
+    sys.stderr.flush()
+    os._exit(0)  # a rank blocked in C may still hold a thread; do not wait for it
+
+
+def host_facts():
+    import psutil
+    import torch
+    from torch_geometric.loader.mixin import get_numa_nodes_cores  # what enable_cpu_affinity reads
+    allowed = sorted(psutil.Process().cpu_affinity())
+    numa = get_numa_nodes_cores()
+    memory = psutil.virtual_memory()
+    try:
+        shm = psutil.disk_usage("/dev/shm")
+        shm = {"total_bytes": shm.total, "free_bytes": shm.free}
+    except OSError:
+        shm = None
+    return {"logical_cores": psutil.cpu_count(logical=True), "physical_cores": psutil.cpu_count(logical=False),
+            "allowed_cores": allowed, "numa_nodes": len(numa) or 1,
+            "numa_cores": {str(node): [cpus for _, cpus in cores] for node, cores in numa.items()},
+            "memory_total_bytes": memory.total, "memory_available_bytes": memory.available, "shm": shm,
+            "torch_threads_default": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "cuda": bool(torch.cuda.is_available()), "start_method": "fork"}
+
+
+class Coordinator(object):
+    def __init__(self, options, host, reporter, measure=True):
+        self.options, self.host, self.reporter, self.measure_at_all = options, host, reporter, measure
+        self.ranks = options["ranks"]
+        self.per_rank = max(1, len(host["allowed_cores"]) // self.ranks)
+        self.deadline = options["deadline"] - STOP_RESERVE_S
+        self.processes, self.connections = [], []
+        self.stopped = None  # why measuring stopped early, if it did
+        self.configs = []
+
+    def say(self, text):
+        self.reporter.send({"event": "progress", "line": text})
+
+    def run(self):
+        try:
+            if self.start_ranks() and self.measure_at_all:
+                self.walk_plan()
+        finally:
+            self.end_ranks()
+
+    def start_ranks(self):
+        import multiprocessing
+        from .rank import rank_main
+        context = multiprocessing.get_context("fork")
+        self.barrier = barrier = context.Barrier(self.ranks)
+        spec = self.options["spec"]
+        for rank in range(self.ranks):
+            mine, theirs = context.Pipe()
+            # Not daemonic: a rank starts DataLoader workers. It dies with this process (PDEATHSIG) and
+            # end_ranks ends it and everything below it.
+            process = context.Process(target=rank_main, args=(rank, theirs, barrier, spec, [self.reporter.fd]))
+            process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.connections.append(mine)
+        self.say("loading the graph in %d rank process%s" % (self.ranks, "" if self.ranks == 1 else "es"))
+        self.reporter.begin("load the graph", max(self.deadline - time.time(), 0.1))
+        answers = self.collect(float("inf"), "load the graph")  # a slow load is not a hang: only the budget ends it
+        self.reporter.end()
+        if answers is None:
+            return False
+        problems = [a for a in answers if a["status"] != "ready"]
+        if problems:
+            self.reporter.publish("input_problem", problems[0])
+            return False
+        first = answers[0]
+        self.default_threads = first["default_threads"]
+        self.batches_per_epoch = first["batches_per_epoch"]
+        self.reporter.publish("graph", dict(first["graph"], seeds=first["seeds"],
+                                            batches_per_epoch=first["batches_per_epoch"]))
+        return True
+
+    def collect(self, bound, what, ranks=None):
+        """Each asked rank's answer, or None after publishing why one did not come: it died, it took
+        longer than its own bound (hung), or the budget ran out first (out-of-time)."""
+        answers = []
+        last_moment = self.options["deadline"] - 0.5  # then the ranks must be ended
+        for rank in (ranks if ranks is not None else range(self.ranks)):
+            connection, process = self.connections[rank], self.processes[rank]
+            while not connection.poll(0.05):
+                if not process.is_alive():
+                    return self.stop("crashed", what, rank, process.exitcode)
+                if time.time() > bound:
+                    return self.stop("hung", what, rank, None)
+                if time.time() > last_moment:
+                    return self.stop("out-of-time", what, rank, None)
+            try:
+                answers.append(connection.recv())
+            except (EOFError, OSError):
+                process.join(1.0)
+                return self.stop("crashed", what, rank, process.exitcode)
+        return answers
+
+    def stop(self, how, what, rank, exitcode):
+        import signal
+        signal_name = None
+        if exitcode is not None and exitcode < 0:
+            try:
+                signal_name = signal.Signals(-exitcode).name
+            except ValueError:
+                signal_name = "signal %d" % -exitcode
+        self.stopped = {"how": how, "during": what, "rank": rank, "exitcode": exitcode, "signal": signal_name}
+        self.reporter.publish("stopped", self.stopped)
+        return None
+
+    def end_ranks(self):
+        for connection in self.connections:
+            try:
+                connection.send({"command": "stop"})
+            except (OSError, ValueError):
+                pass
+        until = time.time() + 1.0
+        for process in self.processes:
+            process.join(max(until - time.time(), 0))
+        from diagnostics_core.sandbox import end_descendants
+        end_descendants()  # a rank that did not stop, and any worker it left
+
+    def walk_plan(self):
+        default = plan.default_settings(self.default_threads)
+        self.breakdown()
+        queue = [("default", default)] + plan.ladder_configs(default, self.per_rank, self.options.get("max_workers"))
+        variants_added = False
+        while queue and self.stopped is None:
+            expected = len(queue) + (0 if variants_added else plan.EXPECTED_VARIANTS)
+            seconds = plan.slice_seconds(self.deadline - time.time(), expected)
+            if seconds is None:
+                self.skip(queue)
+                return
+            name, settings = queue.pop(0)
+            self.measure(name, settings, seconds)
+            if not queue and not variants_added:
+                variants_added = True
+                queue = self.variants(default)
+        self.skip(queue)  # what a hang, a crash or the budget left unmeasured
+
+    def variants(self, default):
+        workers = [c for c in plan.measured(self.configs) if c["settings"]["num_workers"]]
+        if workers:
+            base = max(workers, key=lambda c: c["epoch_batches_per_s"])["settings"]
+            return plan.variant_configs(base, default, self.per_rank, self.host["cuda"])
+        failed = [c["settings"] for c in self.configs if c["status"] == "failed" and c["settings"]["num_workers"]]
+        if failed and failed[0]["filter_per_worker"]:
+            # Workers that fail where they fetch (a store client that cannot cross a fork, features
+            # too large for shared memory) may work when the main process fetches.
+            base = {k: v for k, v in failed[0].items() if k != "affinity_cores"}
+            return [("%s-filter-in-main" % plan.name_of(base), dict(base, filter_per_worker=False))]
+        return plan.variant_configs(default, default, self.per_rank, self.host["cuda"])
+
+    def skip(self, queue):
+        for name, settings in queue:
+            record = {"name": name, "settings": settings, "status": "skipped"}
+            self.configs.append(record)
+            self.reporter.append("configs", record)
+
+    def breakdown(self):
+        seconds = min(max((self.deadline - time.time()) * 0.08, 0.5), 3.0)
+        self.say("timing sampling, feature fetch and collation on the default loader (%.1f s)" % seconds)
+        self.connections[0].send({"command": "breakdown", "seconds": seconds})
+        self.reporter.begin("breakdown", seconds + ANSWER_GRACE_S)
+        answers = self.collect(time.time() + seconds + ANSWER_GRACE_S, "breakdown", ranks=[0])
+        self.reporter.end()
+        if answers:
+            self.reporter.publish("breakdown", answers[0])
+
+    def measure(self, name, settings, seconds):
+        self.say("measuring %s for %.1f s" % (name, seconds))
+        for rank, connection in enumerate(self.connections):
+            cores = None
+            if settings["affinity"]:
+                cores = plan.affinity_cores(self.host["allowed_cores"], self.per_rank, rank, settings["num_workers"])
+            connection.send({"command": "measure", "settings": settings, "seconds": seconds * 0.8, "cores": cores})
+        bound = seconds + ANSWER_GRACE_S + settings["num_workers"] * 0.5  # workers take a while to end
+        self.reporter.begin("measure %s" % name, bound)
+        answers = self.collect(time.time() + bound, "measure %s" % name)
+        self.reporter.end()
+        record = {"name": name, "settings": dict(settings, affinity_cores=self.affinity_plan(settings))}
+        if answers is None:
+            record["status"] = self.stopped["how"]
+        elif any(a["status"] != "ok" for a in answers):
+            failed = next(a for a in answers if a["status"] != "ok")
+            record.update(status="failed", error=failed["error"], traceback=failed.get("traceback"))
+            self.barrier.reset()  # ranks that waited for the failed one broke it; the next config needs it whole
+        else:
+            record.update(plan.combine_ranks(answers, self.batches_per_epoch), status="ok")
+            if self.ranks > 1:
+                record["per_rank_batches_per_s"] = [round(statistics.median(a["batches_per_s"]), 3) for a in answers]
+        self.configs.append(record)
+        self.reporter.append("configs", record)
+
+    def affinity_plan(self, settings):
+        if not settings["affinity"]:
+            return None
+        return [plan.affinity_cores(self.host["allowed_cores"], self.per_rank, rank, settings["num_workers"])
+                for rank in range(self.ranks)]

@@ -1,0 +1,272 @@
+"""Each rule: the run's facts in, findings out, with a stable id. No rule measures anything."""
+
+import os
+import re
+import sys
+
+from . import plan
+from .findings import finding
+
+SAMPLER_BOUND_SHARE = 0.6  # of a default batch's time, for sampler-bound / fetch-bound
+SHM_ERRORS = re.compile(r"No space left on device|shared memory|Bus error|shm_open|unable to (write to|mmap)", re.I)
+
+
+def diagnose(facts, options):
+    findings = []
+    for rule in RULES:
+        findings.extend(rule(facts, options))
+    return findings
+
+
+def python():
+    from diagnostics_core.text import quote
+    return quote(sys.executable)
+
+
+def sibling_script(name):
+    from diagnostics_core.text import quote
+    return quote(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name))
+
+
+def rerun(options, *changed):
+    """This run's command line with some flags changed: a fix that works from any folder."""
+    from .findings import TOOL
+    words, skip = [], False
+    replaced = dict(zip(changed[::2], changed[1::2]))
+    for word in options.argv:
+        if skip:
+            skip = False
+            continue
+        if word in replaced:
+            skip = True
+            continue
+        words.append(word)
+    for flag, value in replaced.items():
+        words += [flag, value]
+    from diagnostics_core.text import quote
+    return TOOL.command(*[quote(w) for w in words])
+
+
+def no_backend(facts, options):
+    backend = facts.get("backend")
+    if not backend or backend["pyg_lib"] or backend["torch_sparse"]:
+        return []
+    return [finding("loader-no-sampler-backend", dict(backend, interpreter=sys.executable),
+                    fix="%s %s --require-neighbor-backend  # names the install command that fits this torch"
+                    % (python(), sibling_script("check_sampling_backends.py")))]
+
+
+INPUT_FIXES = {
+    "loader-data-unsafe-pickle": (
+        "{python} -c \"import torch, torch_geometric; d = torch.load({path!r}, weights_only=False); "
+        "torch.save(d.__class__.from_dict({{k: v for k, v in d.to_dict().items() if torch.is_tensor(v)}}), "
+        "{safe!r})\"  # only for a file you trust: it runs the pickled code once; keeps the tensors"),
+    "loader-data-load-failed": (
+        "torch.save(dataset[0], 'graph.pt')  # in your script: one Data or HeteroData per file, then --data graph.pt"),
+    "loader-store-failed": (
+        "cd DIRECTORY_OF_YOUR_MODULE && {python} -c \"import {module} as m; pair = m.{attr}(); "
+        "print([type(x).__mro__[1].__name__ for x in pair])\"  # must print ['FeatureStore', 'GraphStore']"),
+    "loader-setup-failed": "{rerun}",
+}
+
+
+def input_problem(facts, options):
+    problem = facts.get("input_problem")
+    if not problem:
+        return []
+    spec = options.spec
+    path = spec.get("data") or ""
+    module, _, attr = (spec.get("store") or ":").rpartition(":")
+    fix = INPUT_FIXES[problem["finding"]].format(
+        python=python(), path=path, safe=os.path.splitext(path)[0] + "-tensors.pt",
+        module=module[:-3] if module.endswith(".py") else module, attr=attr,
+        rerun="%s  # name an attribute or type that exists (see evidence)" % rerun(options, "--input-nodes", "NAME"))
+    return [finding(problem["finding"], problem["evidence"], fix=fix)]
+
+
+def stopped(facts, options):
+    """A configuration that hung or a process that died: what was running and how it ended."""
+    how = facts.get("stopped")
+    if not how or how["how"] == "out-of-time":  # the budget-short finding says that
+        return []
+    evidence = dict(how, stderr_tail=facts.get("child", {}).get("stderr_tail", "")[-1500:])
+    if how["how"] == "hung":
+        return [finding("loader-config-hung", evidence,
+                        fix="%s -X faulthandler -c \"import faulthandler, sys; faulthandler.dump_traceback_later(30, "
+                            "exit=True); ...\"  # run your loader for one batch with num_workers=0 to see where it "
+                            "blocks; give store calls a timeout" % python())]
+    return [finding("loader-rank-crashed", evidence,
+                    fix="%s -X faulthandler your_train.py  # with num_workers=0: the native stack of the crash "
+                        "is printed on stderr" % python())]
+
+
+def config_failures(facts, options):
+    found = []
+    for config in facts.get("configs") or []:
+        if config.get("status") != "failed" or SHM_ERRORS.search(config.get("error") or ""):
+            continue
+        fix = ("# measured without %s; the other configurations stand. Reproduce: %s"
+               % (config["name"], advice_code_for(config, options)))
+        found.append(finding("loader-config-failed", {"config": config["name"], "settings": config["settings"],
+                                                      "error": config.get("error")}, fix=fix))
+    return found
+
+
+def advice_code_for(config, options):
+    from .advice import PYG_DEFAULTS, code
+    settings = config["settings"]
+    kwargs = {k: settings[k] for k in PYG_DEFAULTS if settings.get(k) != PYG_DEFAULTS[k]}
+    return code(options.spec, kwargs, {"OMP_NUM_THREADS": str(settings["torch_threads"])},
+                settings.get("affinity_cores"), options.ranks).replace("\n", "; ")
+
+
+def budget_short(facts, options):
+    skipped = [c["name"] for c in facts.get("configs") or [] if c.get("status") in ("skipped", "out-of-time")]
+    out_of_time = (facts.get("stopped") or {}).get("how") == "out-of-time"
+    cut = facts.get("child", {}).get("killed_for") == "deadline" or out_of_time
+    if not skipped and not cut:
+        return []
+    suggested = int(max(options.budget * 2, 30))
+    return [finding("loader-budget-short", {"budget_s": options.budget, "skipped": skipped,
+                                            "measured": len(plan.measured(facts.get("configs") or [])),
+                                            "cut_at_deadline": cut,
+                                            "during": (facts.get("stopped") or {}).get("during")},
+                    fix=rerun(options, "--budget", str(suggested)))]
+
+
+def recommendation(facts, options):
+    advice = facts.get("recommendation")
+    if not advice:
+        return []
+    evidence = {k: advice[k] for k in ("config", "speedup", "median_epoch_batches_per_s",
+                                       "default_median_epoch_batches_per_s", "noise_batches_per_s",
+                                       "fastest_measured")}
+    if advice["beats_default"]:
+        return [finding("loader-faster-settings", evidence, fix=advice["code"])]
+    if advice["default_median_epoch_batches_per_s"] is None:
+        return []
+    return [finding("loader-default-is-best", evidence, fix=advice["code"])]
+
+
+def bound_by(facts, options):
+    split = facts.get("breakdown")
+    if not split or split.get("status") != "ok" or not split["batch_s"]:
+        return []
+    evidence = {k: round(split[k], 5) for k in ("sample_s", "fetch_s", "collate_s", "batch_s")}
+    advice = facts.get("recommendation") or {}
+    if split["sample_s"] / split["batch_s"] >= SAMPLER_BOUND_SHARE:
+        evidence["sample_share"] = round(split["sample_s"] / split["batch_s"], 3)
+        return [finding("loader-sampler-bound", evidence, fix=sampler_fix(facts, options, advice))]
+    if split["fetch_s"] / split["batch_s"] >= SAMPLER_BOUND_SHARE:
+        evidence["fetch_share"] = round(split["fetch_s"] / split["batch_s"], 3)
+        return [finding("loader-fetch-bound", evidence,
+                        fix="data.x = data.x.to(torch.bfloat16)  # half the bytes gathered per batch; or keep "
+                            "filter_per_worker=True (PyG's default on CPU) with num_workers > 0 so workers fetch "
+                            "in parallel")]
+    return []
+
+
+def sampler_fix(facts, options, advice):
+    """Parallel workers where they measured faster; else pyg-lib where it is missing; else a smaller fan-out."""
+    loader_line = next((line for line in advice.get("code", "").splitlines() if line.startswith("loader = ")), "")
+    checker = "%s %s --require-neighbor-backend" % (python(), sibling_script("check_sampling_backends.py"))
+    has_pyg_lib = (facts.get("backend") or {}).get("pyg_lib")
+    if advice.get("settings", {}).get("num_workers"):
+        return "%s  # sample in parallel worker processes (measured faster)%s" % (
+            loader_line, "" if has_pyg_lib else "; pyg-lib samples faster than torch-sparse: " + checker)
+    if not has_pyg_lib:
+        return "%s  # names the install command of pyg-lib, which samples faster than torch-sparse" % checker
+    hops = options.spec["num_neighbors"]
+    fewer = [max(1, hop // 2) if hop > 0 else hop for hop in hops]
+    return "%s  # fewer neighbours per hop, if the model's accuracy allows" % loader_line.replace(
+        "num_neighbors=%r" % list(hops), "num_neighbors=%r" % fewer)
+
+
+def pairs(configs, differs):
+    """(variant, base) pairs of measured configurations equal in every setting but `differs`."""
+    ok = plan.measured(configs)
+    for variant in ok:
+        for base in ok:
+            if base is variant:
+                continue
+            same = all(variant["settings"][k] == base["settings"][k] for k in variant["settings"]
+                       if k not in (differs, "affinity_cores"))
+            if same and variant["settings"][differs] != base["settings"][differs]:
+                yield variant, base
+
+
+def comparison(variant, base):
+    return {"variant": variant["name"], "base": base["name"],
+            "variant_epoch_batches_per_s": variant["epoch_batches_per_s"],
+            "base_epoch_batches_per_s": base["epoch_batches_per_s"],
+            "noise_batches_per_s": round(max(plan.spread(variant), plan.spread(base)), 3)}
+
+
+def threads_oversubscribed(facts, options):
+    cores = len((facts.get("host") or {}).get("allowed_cores") or []) or None
+    for variant, base in pairs(facts.get("configs") or [], "torch_threads"):
+        fewer = variant["settings"]["torch_threads"] < base["settings"]["torch_threads"]
+        if fewer and plan.beats(variant, base):
+            threads = variant["settings"]["torch_threads"]
+            evidence = dict(comparison(variant, base), threads=threads,
+                            base_threads=base["settings"]["torch_threads"], ranks=options.ranks,
+                            workers=base["settings"]["num_workers"], cores=cores)
+            return [finding("loader-threads-oversubscribed", evidence,
+                            fix="export OMP_NUM_THREADS=%d  # before Python starts, in every rank" % threads)]
+    return []
+
+
+def affinity_hurts(facts, options):
+    for variant, base in pairs(facts.get("configs") or [], "affinity"):
+        if variant["settings"]["affinity"] and plan.beats(base, variant):
+            evidence = dict(comparison(variant, base), loader_cores=variant["settings"].get("affinity_cores"))
+            return [finding("loader-affinity-hurts", evidence,
+                            fix="for batch in loader:  # iterate without `with loader.enable_cpu_affinity(...)`")]
+    return []
+
+
+def startup_unpaid(facts, options):
+    configs = facts.get("configs") or []
+    default = next((c for c in plan.measured(configs) if c["name"] == "default"), None)
+    if default is None:
+        return []
+    for config in plan.measured(configs):
+        workers = config["settings"]["num_workers"]
+        if not workers or config["settings"]["persistent_workers"]:
+            continue
+        steady = plan.beats(config, default, "batches_per_s")
+        if steady and not plan.beats(config, default):
+            evidence = {"config": config["name"], "restart_s": config["restart_s"],
+                        "batches_per_s": config["batches_per_s"], "default_batches_per_s": default["batches_per_s"],
+                        "epoch_batches_per_s": config["epoch_batches_per_s"],
+                        "default_epoch_batches_per_s": default["epoch_batches_per_s"],
+                        "batches_per_epoch": (facts.get("graph") or {}).get("batches_per_epoch")}
+            return [finding("loader-worker-startup-unpaid", evidence,
+                            fix="loader = NeighborLoader(..., num_workers=%d, persistent_workers=True)  # workers "
+                                "start once, not every epoch" % workers)]
+    return []
+
+
+def shm_too_small(facts, options):
+    failed = [c for c in facts.get("configs") or []
+              if c.get("status") == "failed" and SHM_ERRORS.search(c.get("error") or "")]
+    shm = (facts.get("host") or {}).get("shm")
+    graph = facts.get("graph") or {}
+    need = None
+    if graph.get("feature_bytes") and graph.get("num_edges"):
+        # Workers get the graph's CSC in shared memory, and with filter_per_worker=True each batch's
+        # features travel through it too; a bound from below is the shared CSC plus the features once.
+        need = options.ranks * (graph["feature_bytes"] + graph["num_edges"] * 16)
+    small = shm is not None and need is not None and shm["free_bytes"] < need
+    if not failed and not small:
+        return []
+    size_gb = max(2, int((need or 0) * 2 / 2 ** 30) + 1)
+    evidence = {"shm": shm, "estimated_need_bytes": need,
+                "failed": [{"config": c["name"], "error": c.get("error")} for c in failed]}
+    return [finding("loader-shm-too-small", evidence, severity="error" if failed else "warning",
+                    fix="sudo mount -o remount,size=%dG /dev/shm  # in Docker: docker run --shm-size=%dg ..."
+                    % (size_gb, size_gb))]
+
+
+RULES = [no_backend, input_problem, stopped, config_failures, shm_too_small, budget_short, recommendation,
+         bound_by, threads_oversubscribed, affinity_hurts, startup_unpaid]

@@ -1,0 +1,103 @@
+"""One profiler run: the sandboxed child measures within the budget, then rules, recommendation
+and rendering run here on what it published."""
+
+import json
+import os
+import sys
+import time
+
+from diagnostics_core import sandbox
+from diagnostics_core.markdown import terminal_line
+from diagnostics_core.text import describe_exception
+
+CHILD_FLAG = "--internal-child-profile"  # not a user flag: marks the coordinator process
+RENDER_RESERVE_S = 0.5  # of the budget, kept for rules and rendering after the child has ended
+CHILD_START_S = 0.3  # the child's own interpreter start, before it can report anything
+
+
+def say(text):
+    sys.stderr.write("profile_loader: %s\n" % terminal_line(text))
+    sys.stderr.flush()
+
+
+def request_spec(options):
+    return {"synthetic": options.synthetic, "data": os.path.abspath(options.data) if options.data else None,
+            "store": options.store, "num_neighbors": options.num_neighbors, "batch_size": options.batch_size,
+            "shuffle": not options.no_shuffle, "link": options.link, "input_nodes": options.input_nodes,
+            "input_edges": options.input_edges}
+
+
+def run(options, started):
+    from .render import output, render
+    options.spec = request_spec(options)
+    options.ranks = options.ranks_per_node
+    facts, findings, gates = {"request": dict(options.spec, ranks=options.ranks, budget_s=options.budget)}, [], {}
+    try:
+        facts.update(profile(options, started))
+        from .advice import recommendation
+        spec = dict(options.spec, hetero=(facts.get("graph") or {}).get("kind") == "hetero")
+        facts["recommendation"] = recommendation(facts.get("configs") or [], spec, options.ranks)
+        from .rules import diagnose
+        from .plan import measured
+        findings = diagnose(facts, options)
+        count = len(measured(facts.get("configs") or []))
+        gates = {"measured": {"passed": count > 0, "configs_measured": count}}
+        document, exit_code = render(facts, findings, gates, options, started)
+    except Exception as error:  # still one JSON document, saying what broke
+        import traceback
+        document, exit_code = render(facts, findings, gates, options, started, internal_error={
+            "error": describe_exception(error), "traceback": traceback.format_exc()[-3000:]})
+    output(document, options)
+    return exit_code
+
+
+def profile(options, started):
+    """Run the coordinator child; -> the facts it published, and how it ended."""
+    deadline = started + options.budget - RENDER_RESERVE_S
+    if deadline - time.time() < CHILD_START_S:
+        return {"configs": [], "child": {"killed_for": "deadline", "started": False}}
+    child_options = {"spec": options.spec, "ranks": options.ranks, "max_workers": options.max_workers,
+                     "deadline": deadline}
+    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profile_loader.py")
+    command = [sys.executable, "-B", entry, CHILD_FLAG, json.dumps(child_options)]
+    say("profiling for up to %.0f s (--budget)" % options.budget)
+    from .call_child import run_call_child_live
+    facts, done, running, outcome = run_call_child_live(command, sandbox.child_environment(), deadline, progress)
+    facts.setdefault("configs", [])
+    child = sandbox.call_child_summary(outcome)
+    child.update(killed_for=outcome.killed_for, stderr_tail=outcome.stderr_tail[-3000:], running=running)
+    facts["child"] = child
+    if done is None and not facts.get("stopped"):
+        facts.update(unfinished(outcome, running, facts))
+    return facts
+
+
+def unfinished(outcome, running, facts):
+    """The child ended without "done": a deadline, a call past its bound, a crash, or a mystery."""
+    if outcome.killed_for == "deadline":
+        return {}  # the budget-short finding explains it
+    if outcome.killed_for == "call-timeout":
+        return {"stopped": {"how": "hung", "during": running["what"], "rank": None, "exitcode": None,
+                            "signal": None, "bound_s": running["timeout_s"]}}
+    if outcome.returncode is not None and outcome.returncode < 0:
+        return {"stopped": {"how": "crashed", "during": (running or {}).get("what") or "the coordinator",
+                            "rank": None, "exitcode": outcome.returncode, "signal": outcome.signal()}}
+    raise RuntimeError("the profiling child exited (code %s) without a result; its stderr ends: %s"
+                       % (outcome.returncode, outcome.stderr_tail[-1500:]))
+
+
+def progress(record):
+    """One stderr line per thing learnt, while the child runs."""
+    event, key, value = record.get("event"), record.get("key"), record.get("value")
+    if event == "progress":
+        say(record.get("line", ""))
+    elif event == "append" and key == "configs" and isinstance(value, dict):
+        if value.get("status") == "ok":
+            say("%s: %.1f batches/s (range %.1f-%.1f), %.0f seeds/s, first batch %.2f s, peak RSS %.0f MB" % (
+                value["name"], value["batches_per_s"], value["batches_per_s_range"][0],
+                value["batches_per_s_range"][1], value["seeds_per_s"], value["first_batch_s"], value["peak_rss_mb"]))
+        else:
+            say("%s: %s" % (value.get("name"), value.get("status")))
+    elif event == "facts" and key == "graph" and isinstance(value, dict):
+        say("graph loaded: %s nodes, %s edges, %s seeds in %s batches per epoch" % (
+            value.get("num_nodes"), value.get("num_edges"), value.get("seeds"), value.get("batches_per_epoch")))
