@@ -6,7 +6,6 @@ fixed node -> part assignment instead of METIS) and breaks one thing on purpose.
     python tests/_partition_damage.py OUT_DIR     # prints {case: root} as JSON
 """
 
-import collections
 import json
 import os
 import shutil
@@ -66,11 +65,11 @@ def write(out):
     cases["graph_missing"] = copy(homo, out, "graph_missing")
     os.remove(os.path.join(cases["graph_missing"], "part_1", "graph.pt"))
 
-    # Only containers and tensors, but one global weights_only refuses (an empty defaultdict): PyG would
-    # retry with weights_only=False, which the checker does not do without --allow-pickle.
+    # Only containers and tensors, but one type weights_only refuses (a frozenset): PyG would retry with
+    # weights_only=False, which the checker does not do without --allow-pickle.
     cases["pickled_feats"] = copy(homo, out, "pickled_feats")
     edit_pt(os.path.join(cases["pickled_feats"], "part_0", "node_feats.pt"),
-            lambda feats: feats.__setitem__("notes", collections.defaultdict(list)))
+            lambda feats: feats.__setitem__("notes", frozenset([1, 2])))
 
     cases["bad_map"] = copy(homo, out, "bad_map")  # a part id past num_parts
     edit_pt(os.path.join(cases["bad_map"], "node_map.pt"), lambda m: m.__setitem__(0, 7))

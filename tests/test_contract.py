@@ -23,9 +23,10 @@ TOOLS = {
     "check_partition": "partition-usage-error",
     "compare_reports": "cluster-usage-error",
     "ddp_neighbor_training": "ddp-usage-error",
+    "profile_loader": "profile-loader-usage-error",
 }
 LIBRARY = ("diagnostics_core",)
-TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",)}
+TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",)}
 EXPLAIN_MAX_LINES = 80
 
 
@@ -131,7 +132,7 @@ def imported_modules(path):
 
 
 def test_no_tool_imports_another_tool():
-    tools = set(TOOLS) | {"profile_loader"}
+    tools = set(TOOLS)
     for tool in sorted(TOOLS):
         files = [SCRIPTS / (tool + ".py")]
         for package in TOOL_PACKAGES.get(tool, ()):
@@ -141,7 +142,7 @@ def test_no_tool_imports_another_tool():
             wrong = imported_modules(path) & (others | {p for t in others for p in TOOL_PACKAGES.get(t, ())})
             assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
     for path in sorted((SCRIPTS / "diagnostics_core").glob("*.py")):  # the library imports no tool
-        wrong = imported_modules(path) & (tools | {"sampling_checker"})
+        wrong = imported_modules(path) & (tools | {p for packages in TOOL_PACKAGES.values() for p in packages})
         assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
 
 

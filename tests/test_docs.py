@@ -35,7 +35,7 @@ REFERENCES = sorted(
 DOCS = [SKILL] + REFERENCES
 TROUBLESHOOTING = os.path.join(REPO, "references", "troubleshooting.md")
 CHECKER_SCRIPTS = ("check_sampling_backends.py", "check_store_contract.py", "check_partition.py",
-                   "compare_reports.py")
+                   "compare_reports.py", "ddp_neighbor_training.py", "profile_loader.py")
 
 EXPECTED_FRONTMATTER = {
     "name": "scalable-distributed",
@@ -623,13 +623,6 @@ def script_mentions():
     return mentions
 
 
-# Named in the guidance while another branch builds them (issue 22): tolerated only while absent.
-# Once the script exists or its --help lists the flag, the normal check applies.
-PENDING_SCRIPTS = {"profile_loader.py": {"--help", "--synthetic", "--data", "--num-neighbors",
-                                         "--batch-size", "--budget"}}
-PENDING_FLAGS = {"--explain"}
-
-
 def test_script_commands_in_the_docs_use_real_scripts_and_flags():
     mentions = script_mentions()
     assert {script for _, script, _ in mentions} >= set(CHECKER_SCRIPTS) | {"ddp_neighbor_training.py"}
@@ -637,8 +630,6 @@ def test_script_commands_in_the_docs_use_real_scripts_and_flags():
     for where, script, flags in mentions:
         path = os.path.join(REPO, "scripts", script)
         if not os.path.isfile(path):
-            if script in PENDING_SCRIPTS and set(flags) <= PENDING_SCRIPTS[script]:
-                continue
             problems.append("%s: scripts/%s does not exist" % (where, script))
             continue
         if script not in helps:
@@ -647,8 +638,7 @@ def test_script_commands_in_the_docs_use_real_scripts_and_flags():
             assert process.returncode == 0, "%s --help failed: %s" % (script, process.stderr[-2000:])
             helps[script] = process.stdout
         problems += ["%s: %s has no %s" % (where, script, flag)
-                     for flag in flags if flag not in PENDING_FLAGS
-                     and not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), helps[script])]
+                     for flag in flags if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), helps[script])]
     assert not problems, "\n".join(problems)
 
 
