@@ -36,7 +36,8 @@ ok and exit codes (the same in every tool of this skill):
 which interpreter is probed:
   --python PATH when given. Otherwise the active environment ($VIRTUAL_ENV,
   else $CONDA_PREFIX; under `uv run`, which points VIRTUAL_ENV at its own
-  throwaway env, the first other venv on PATH) when this interpreter is such a
+  throwaway env, the $VIRTUAL_ENV uv was started with, else the first other
+  venv on PATH) when this interpreter is such a
   throwaway uv/pipx env or a base Python outside any environment; otherwise
   this interpreter. A probed interpreter that is not the active environment
   gets the finding interpreter-not-active (and a line on stderr).
@@ -63,7 +64,7 @@ environment:
 examples:
   python3 scripts/check_sampling_backends.py --pretty
   python3 scripts/check_sampling_backends.py --require-neighbor-backend
-  python3 scripts/check_sampling_backends.py --python ~/venvs/pyg/bin/python
+  python3 scripts/check_sampling_backends.py --python ~/.venvs/scalable-distributed/bin/python
   python3 scripts/check_sampling_backends.py --format markdown
   python3 scripts/check_sampling_backends.py --static-only
   python3 scripts/check_sampling_backends.py | jq '.findings[] | {id, fix}'

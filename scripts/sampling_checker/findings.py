@@ -6,7 +6,7 @@ from diagnostics_core.contract import Tool
 # Schema versions: MAJOR.MINOR. MAJOR changes when a key the default output
 # had is removed or renamed, or a value changes type or meaning; MINOR when
 # keys, enum values or finding ids are added. Readers check MAJOR only.
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 CHECKER_VERSION = "2.0.0"
 MIN_PYTHON = (3, 8)
 
@@ -86,10 +86,16 @@ FINDINGS = {
 
 
 
-def checker_command(*flags):
-    return " ".join(("python3 scripts/check_sampling_backends.py",) + flags)
-
 TOOL = Tool("check_sampling_backends", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="usage-error", internal_id="checker-internal-error")
 finding = TOOL.finding
 list_findings = TOOL.list_findings
+checker_command = TOOL.command  # `python3 /abs/path/scripts/check_sampling_backends.py FLAGS...`
+
+
+def script_command(script, *words, **python):
+    """Another script of this skill by absolute path, so the line works from any folder."""
+    import os
+    from diagnostics_core.text import quote
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), script)
+    return " ".join((python.get("python", "python3"), quote(path)) + words)

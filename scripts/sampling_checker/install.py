@@ -145,28 +145,44 @@ def torch_and_pyg_install_command(facts):
     """Install torch (pinned) and PyG; the CPU-only build unless a GPU was seen."""
     python = interpreter(facts)
     platform_name = platform_key(facts["python"])
-    lasting = "~/.venvs/pyg/bin/python"
+    lasting = VENV + "/bin/python"
     lasting_install = "%s && %s -m pip install torch_geometric" % (
         torch_install_command(TORCH_PIN, "cpu", lasting, platform_name), lasting)
     if facts["python"].get("ephemeral"):
         # Installing into a throwaway env helps no later run (interpreter-ephemeral says why).
-        return ("not into this throwaway %s env: make a lasting one: python3 -m venv ~/.venvs/pyg && %s"
-                % (facts["python"]["ephemeral"], lasting_install))
+        return ("not into this throwaway %s env: make a lasting one: python3 -m venv %s && %s"
+                % (facts["python"]["ephemeral"], VENV, lasting_install))
     if parse_version(facts["python"]["version"])[:2] < TORCH_PIN_NEEDS_PYTHON:
         return ("torch %s and PyG 2.8 need Python %d.%d+; make a venv with a newer Python: "
-                "python3.11 -m venv ~/.venvs/pyg && %s"
-                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (lasting_install,)))
+                "python3.11 -m venv %s && %s"
+                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (VENV, lasting_install,)))
+    venv, notes = "", []
+    if not in_environment(facts):
+        # A base interpreter: Debian's refuses pip (externally-managed-environment), and an install
+        # there would mix with the system's packages. A venv first, then the same lines into it.
+        venv, python = "%s -m venv %s && " % (python, VENV), lasting
+        notes.append("this Python is no venv, so the line makes one (Debian/Ubuntu: apt-get install python3-venv "
+                     "if -m venv fails)")
     seen = gpu_seen(facts)
     if seen:  # PyPI's default Linux build is a CUDA one
         command = "%s -m pip install torch==%s" % (python, TORCH_PIN)
     else:
         command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]))
-    command += " && %s -m pip install torch_geometric" % python
+    command = venv + command + " && %s -m pip install torch_geometric" % python
     if seen is None:
-        command += "  # CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build"
+        notes.append("CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build")
     elif not seen:
-        command += "  # CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build"
-    return command
+        notes.append("CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build")
+    return command + ("  # " + "; ".join(notes) if notes else "")
+
+
+# The one venv path every fix and README command uses.
+VENV = "~/.venvs/scalable-distributed"
+
+
+def in_environment(facts):
+    """A venv or a conda env (its own prefix), as opposed to a base or system Python."""
+    return bool(facts["python"].get("in_virtualenv") or (facts.get("distributions") or {}).get("conda_prefix"))
 
 
 def adapt_pip_fixes(facts, findings):

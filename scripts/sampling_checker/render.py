@@ -36,6 +36,8 @@ def render(facts, findings, gates, options, started, internal_error=None, usage_
     sections = facts if full or not facts else compact_facts(facts)
     for section in FACT_SECTIONS:
         document[section] = sections.get(section)
+    if not full:
+        fit_budget(document, COMPACT_BUDGET)
     return document, exit_code
 
 
@@ -50,8 +52,9 @@ def compact_facts(facts):
     (WITH_PT*) and false flags, warning texts (counted), child stderr in
     attempts, who tried a socket (counted), the raw feature probe
     (sampling.probe), the stack_level locations (the finding has them), the
-    a passed smoke sample's details, and interpreter facts that
-    repeat others.
+    a passed smoke sample's details, torch's and PyG's file when it lies inside
+    python.prefix, and interpreter facts that repeat others. fit_budget then
+    keeps the whole document under COMPACT_BUDGET, however long the paths.
     """
     compact = dict(facts)
     distributions = facts.get("distributions")
@@ -90,9 +93,12 @@ def compact_facts(facts):
         nvml = cuda.get("nvml") or {}
         if nvml.get("reason") == "library-not-found":  # the loader's words add nothing to the reason
             compact["cuda"]["nvml"] = {k: v for k, v in nvml.items() if k != "message"}
+    prefix = (facts.get("python") or {}).get("prefix")
     for section in ("torch", "pyg"):
-        if facts.get(section):  # keep where torch and PyG were imported from: it names a shadowing copy
-            compact[section] = lean_record(facts[section], drop=())
+        if facts.get(section):  # where torch and PyG were imported from, when outside the interpreter's
+            # prefix: it names a shadowing copy. Inside it, the path only repeats python.prefix.
+            compact[section] = lean_record(facts[section], drop=("file",) if inside(
+                facts[section].get("file"), prefix) else ())
     pyg = compact.get("pyg")
     if pyg and "flags" in pyg:
         pyg["flags"] = {k: v for k, v in pyg["flags"].items() if v and not re.match(r"^WITH_PT\d+$", k)}
@@ -117,6 +123,82 @@ def compact_facts(facts):
     if choice:
         compact["interpreter"] = {k: v for k, v in choice.items() if v is not None and k != "probed_prefix"}
     return compact
+
+
+def inside(path, prefix):
+    return isinstance(path, str) and isinstance(prefix, str) and path.startswith(prefix.rstrip("/") + "/")
+
+
+# Characters of the default document (compact JSON, before its newline): agent harnesses cut longer
+# output. Kept by fit_budget whatever the length of the paths it quotes.
+COMPACT_BUDGET = 9999
+
+
+# What fit_budget cuts, in this order, until the document fits; --full always has all of it.
+def _trim_info_evidence(document):
+    return _clear(document, "info", "evidence", {})
+
+
+def _trim_warning_evidence(document):
+    return _clear(document, "warning", "evidence", {})
+
+
+def _trim_info_fixes(document):
+    return _clear(document, "info", "fix", None)
+
+
+def _trim_info_findings(document):
+    dropped = [f["id"] for f in document["findings"] if f["severity"] == "info"]
+    document["findings"] = [f for f in document["findings"] if f["severity"] != "info"]
+    return "info findings: %s" % ", ".join(dropped) if dropped else None
+
+
+def _trim_fact_details(document):
+    """Each fact section down to the keys the schema requires."""
+    from .schema import json_schema
+    properties = json_schema()["properties"]
+    trimmed = []
+    for section in FACT_SECTIONS:
+        value, required = document.get(section), properties[section].get("required")
+        if isinstance(value, dict) and value:
+            kept = dict((k, value[k]) for k in (required or ()) if k in value)
+            if kept != value:
+                document[section] = kept
+                trimmed.append(section)
+    return "details of the fact sections %s" % ", ".join(trimmed) if trimmed else None
+
+
+def _trim_error_evidence(document):
+    return _clear(document, "error", "evidence", {})
+
+
+TRIM_STEPS = (_trim_info_evidence, _trim_warning_evidence, _trim_info_fixes, _trim_fact_details,
+              _trim_info_findings, _trim_error_evidence)
+
+
+def _clear(document, severity, key, empty):
+    touched = [f for f in document["findings"] if f["severity"] == severity and f[key] != empty]
+    for item in touched:
+        item[key] = empty
+    return "%s of the %s findings %s" % (key, severity, ", ".join(f["id"] for f in touched)) if touched else None
+
+
+def fit_budget(document, limit):
+    """Cut what --full carries, least useful first, until the compact document fits in `limit`
+    characters; checker.trimmed says what was cut. Errors and warnings keep id, title and fix."""
+    from diagnostics_core.text import dumps
+    cut, steps = [], iter(TRIM_STEPS)
+    while len(dumps(document)) > limit:
+        step = next(steps, None)
+        if step is None:  # only errors and warnings with their fixes are left
+            break
+        what = step(document)
+        if what:
+            cut.append(what)
+            document["checker"]["trimmed"] = {
+                "cut": cut, "why": "the compact document is kept under %d characters; --full prints it all"
+                % (limit + 1)}
+    return document
 
 
 def lean_record(entry, drop=("file",)):

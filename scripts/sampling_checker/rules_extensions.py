@@ -5,7 +5,7 @@ import re
 from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS, SOURCE_BUILD_NEEDS,
                                      SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_command,
                                      source_build_time, wheel_command)
-from .findings import finding
+from .findings import finding, script_command
 from .install import interpreter, pip_fix
 from .rules_environment import pyg_shadowing, pyg_version
 from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
@@ -415,11 +415,11 @@ def rule_pyg_defects(facts, options):
             "pyg_version": version, "locations": source["stack_level_typo"],
             "error": "TypeError: 'stack_level' is an invalid keyword argument for warn()"},
             fix="do not use DistNeighborLoader/DistLinkNeighborLoader on this PyG; train with one "
-                "NeighborLoader per DDP rank instead: python scripts/ddp_neighbor_training.py --help"))
+                "NeighborLoader per DDP rank instead: " + script_command("ddp_neighbor_training.py", "--help")))
     if source.get("distributed_present") and version and parse_version(version)[:2] >= (2, 7):
         found.append(finding("pyg-distributed-deprecated", {"pyg_version": version},
-                             fix="python scripts/ddp_neighbor_training.py --help  # DDP + NeighborLoader; "
-                                 "multi-node GPU at scale: cuGraph-PyG"))
+                             fix=script_command("ddp_neighbor_training.py", "--help")
+                             + "  # DDP + NeighborLoader; multi-node GPU at scale: cuGraph-PyG"))
     torch_version = facts["torch_build"].get("version")
     if (source.get("partition_saves_defaultdict") and torch_version
             and parse_version(torch_version)[:2] >= (2, 6)):
@@ -427,5 +427,6 @@ def rule_pyg_defects(facts, options):
             "pyg_version": version, "torch": torch_version,
             "error": "UnpicklingError: ... Can only SETITEMS for dict, collections.OrderedDict, "
                      "collections.Counter, but got <class 'collections.defaultdict'>"},
-            fix="python scripts/check_partition.py PARTITION_ROOT  # names the unloadable parts and the rewrite"))
+            fix=script_command("check_partition.py", "PARTITION_ROOT", python=interpreter(facts))
+            + "  # names the unloadable parts and the rewrite"))
     return found
