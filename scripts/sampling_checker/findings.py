@@ -41,6 +41,7 @@ FINDINGS = {
     "wheel-platform-mismatch": ("error", "extension wheel does not fit this platform or C library"),
     "ext-source-build": ("info", "extension is a local source build"),
     "no-prebuilt-wheels": ("warning", "PyG publishes no pyg-lib wheel for this torch/CUDA/Python/platform"),
+    "no-scatter-sparse-wheels": ("info", "PyG publishes no torch-scatter/torch-sparse wheel for this torch/CUDA"),
     "ext-stale-local-build": ("error", "a locally built extension no longer loads; a plain reinstall reuses it"),
     "neighbor-sampling-unavailable": ("error", "no working neighbour-sampling backend: NeighborLoader will fail"),
     "neighbor-smoke-failed": ("error", "a sampling backend imports but samples wrongly or raises"),
@@ -66,7 +67,8 @@ FINDINGS = {
     "launch-backend-unavailable": ("error", "the requested torch.distributed backend is not built in"),
     "launch-socket-ifname-missing": ("error", "a socket-interface variable names no interface on this host"),
     "launch-master-addr-loopback": ("error", "MASTER_ADDR resolves to a loopback address on a node of a multi-node job"),
-    "launch-hostname-loopback": ("warning", "this host's name resolves to a loopback address: gloo would advertise it"),
+    "launch-hostname-loopback": ("error", "this host's name resolves to a loopback address and no socket interface "
+                                          "is named: gloo would advertise it to the other nodes"),
     "launch-world-size-mismatch": ("error", "WORLD_SIZE differs from nodes times processes per node"),
     "cpu-affinity-restricted": ("info", "this process may use fewer cores than the machine has"),
     "cpu-threads-unset": ("info", "OMP_NUM_THREADS is not set"),

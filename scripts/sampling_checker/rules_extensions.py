@@ -211,16 +211,16 @@ def rule_no_prebuilt_wheels(facts, options):
                             "scipy): %s" % (pin["release"], install["variant"], pin["command"]))
     options_text.append("build torch-scatter and torch-sparse from source (%s; needs %s): %s" % (
         install["source_build_time"], SOURCE_BUILD_NEEDS, install["source_build_command"]))
-    return [finding("no-prebuilt-wheels", {
+    # Two cases, two ids: without pyg-lib there is no wheel-installed sampler at all (a warning);
+    # with it, only torch-sparse's extra features need another way (info).
+    return [finding("no-prebuilt-wheels" if "pyg-lib" in lacking else "no-scatter-sparse-wheels", {
         "torch_minor": install["torch_minor"], "variant": install["variant"], "platform": install["platform"],
         "python": facts["python"]["version"], "missing": lacking,
         "reasons": [install["packages"][d]["reason"] for d in lacking],
         "sources": {d: "%s (%s)" % (install["packages"][d]["source"], install["packages"][d]["source_date"])
                     for d in lacking},
         "support_table_date": install["support_table_date"]},
-        fix="pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text)),
-        severity="warning" if "pyg-lib" in lacking else "info",
-        title=None if "pyg-lib" in lacking else "PyG publishes no torch-scatter/torch-sparse wheels for this torch")]
+        fix="pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text)))]
 
 
 def rule_stale_local_build(facts, options):

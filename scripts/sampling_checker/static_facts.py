@@ -401,7 +401,18 @@ def get_environment_facts():
         "launcher": detect_launcher(),
         "hostname": hostname,
         "name_resolution": get_name_resolution_facts(hostname, os.environ.get("MASTER_ADDR")),
+        "default_route_interface": default_route_interface(),
     }
+
+
+def default_route_interface(path="/proc/net/route"):
+    """The interface of this node's IPv4 default route (Linux; None elsewhere or without one)."""
+    text = read_text(path, 1 << 16) or ""
+    routes = [line.split() for line in text.splitlines()[1:]]
+    # Fields: Iface Destination Gateway Flags RefCnt Use Metric Mask ...; the lowest metric wins.
+    defaults = [r for r in routes if len(r) > 7 and r[1] == "00000000" and r[7] == "00000000"]
+    defaults.sort(key=lambda r: int(r[6]) if r[6].isdigit() else 0)
+    return defaults[0][0] if defaults else None
 
 
 def read_hosts_file(path=HOSTS_FILE):
