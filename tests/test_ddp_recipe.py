@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import ENABLE
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "ddp_neighbor_training.py"
 
@@ -117,8 +119,8 @@ def neighbor_backend():
                             timeout=120)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["?"])[-1]
-        pytest.skip(f"neighbor-sampling-unavailable: NeighborLoader cannot sample here ({last}); "
-                    "see python scripts/check_sampling_backends.py --require-neighbor-backend")
+        pytest.skip(f"neighbor-sampling-unavailable: NeighborLoader cannot sample here ({last}); enable: "
+                    + ENABLE["backend"])
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,8 @@ import textwrap
 
 import pytest
 
+from conftest import ENABLE
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKILL = os.path.join(REPO, "SKILL.md")
 REFERENCES = sorted(
@@ -325,7 +327,8 @@ def neighbor_backend():
         [sys.executable, "-c", "import torch_geometric.typing as T; "
                                "print(T.WITH_PYG_LIB or T.WITH_TORCH_SPARSE)"],
         capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-    return probe.stdout.strip() == "True", "neighbor-sampling-unavailable (WITH_* flags are False)"
+    return probe.stdout.strip() == "True", ("neighbor-sampling-unavailable (WITH_* flags are False); enable: "
+                                            + ENABLE["backend"])
 
 
 @pytest.mark.parametrize("block", runnable_blocks(), ids=lambda block: block.id)

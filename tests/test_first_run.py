@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHECKER, ROOT, clean_env, diagnoses, invoke_checker, load_checker, pyenv_python
+from conftest import CHECKER, ENABLE, ROOT, clean_env, diagnoses, invoke_checker, load_checker, pyenv_python
 
 README = ROOT / "README.md"
 DDP = ROOT / "scripts" / "ddp_neighbor_training.py"
@@ -203,7 +203,7 @@ def test_pip_less_venvs_get_fixes_that_run(tmp_path):
             assert fix.startswith("uv pip install --python %s torch==2.13.0" % python)
 
 
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH (pip install uv gives it)")
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH; enable: " + ENABLE["uv"])
 def test_real_uv_run_with_the_pep723_header(tmp_path):
     user_venv = the_real_venv()
     env = clean_env({"VIRTUAL_ENV": str(user_venv), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),

@@ -21,7 +21,7 @@ import pytest
 
 import _netns
 import fakes
-from conftest import CHECKER, ROOT, clean_env, diagnoses, load_schema, make_linked_venv, validate
+from conftest import CHECKER, ENABLE, ROOT, clean_env, diagnoses, load_schema, make_linked_venv, validate
 
 RECIPE = ROOT / "scripts" / "ddp_neighbor_training.py"
 COMPARE = ROOT / "scripts" / "compare_reports.py"
@@ -36,6 +36,7 @@ RECIPE_ARGS = ["--threads", "1", "--epochs", "2", "--num-nodes", "600"]
 def require_namespaces():
     reason = _netns.unavailable_reason()
     if reason:
+        reason += "; enable: " + ENABLE["netns"]
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)

@@ -59,7 +59,7 @@ def install_facts(facts, python):
         "no_wheel_reasons": [packages[d]["reason"] for d in SAMPLING_DISTS if packages[d]["wheel"] is not True],
         "support_table_date": WHEEL_TABLE_DATE,
         "torch_pin": pin,
-        "source_build_command": source_build_command(py, ("torch-scatter", "torch-sparse")),
+        "source_build_command": build_command(facts, py, ("torch-scatter", "torch-sparse")),
         "source_build_needs": SOURCE_BUILD_NEEDS,
         "source_build_time": source_build_time(("torch-scatter", "torch-sparse")),
     }
@@ -90,7 +90,7 @@ def pip_fix(facts, packages, reinstall=False):
     if buildable:
         if "torch-sparse" in buildable and facts["extensions"].get("torch_scatter", {}).get("status") != "ok":
             buildable.append("torch-scatter")  # torch_sparse imports it
-        parts.append(source_build_command(py, buildable))
+        parts.append(build_command(facts, py, buildable))
         notes.append("%s: no wheel for torch %s+%s, so build from PyPI's source (%s; needs %s)" % (
             ", ".join(d for d in lacking if d in buildable), install["torch_minor"], install["variant"],
             source_build_time(set(buildable)), SOURCE_BUILD_NEEDS))
@@ -100,11 +100,40 @@ def pip_fix(facts, packages, reinstall=False):
                                          "; or use torch %s, which has all wheels: %s" % (
                                              pin["release"], pin["command"]) if pin else ""))
         if not buildable:
-            parts.append(source_build_command(py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
+            parts.append(build_command(facts, py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
             notes.append("that build: %s; needs %s" % (source_build_time(SOURCE_BUILD_PACKAGES["pyg_lib"]),
                                                         SOURCE_BUILD_NEEDS))
             notes.append("torch-sparse (built above) samples neighbours instead; pyg-lib has no sdist on PyPI")
     return " && ".join(parts) + ("  # " + "; ".join(notes) if notes else "")
+
+
+def missing_build_prerequisites(facts, dists):
+    """(pip packages, Debian packages) that a --no-build-isolation source build of `dists` lacks here."""
+    seen = (facts.get("python") or {}).get("build_prerequisites")
+    if not seen:
+        return [], []
+    pip, system = [], []
+    setuptools = seen.get("setuptools")
+    if not setuptools:
+        pip.append("setuptools")  # a current one: it has bdist_wheel itself
+    elif parse_version(setuptools)[:2] < (70, 1) and not seen.get("wheel"):
+        pip.append("wheel")  # else: error: invalid command 'bdist_wheel'
+    if "torch-sparse" in dists and not seen.get("scipy"):
+        pip.append("scipy")
+    if not seen.get("compiler"):
+        system.append("g++")
+    if not seen.get("python_headers"):
+        system.append("python3-dev")
+    return pip, system
+
+
+def build_command(facts, py, dists):
+    """The source build, after installing what it needs and this environment lacks."""
+    pip, system = missing_build_prerequisites(facts, dists)
+    parts = ["apt-get install -y %s" % " ".join(system)] if system else []  # Debian/Ubuntu, as root
+    if pip:
+        parts.append("%s -m pip install %s" % (py, " ".join(pip)))
+    return " && ".join(parts + [source_build_command(py, dists)])
 
 
 def interpreter(facts):

@@ -6,7 +6,7 @@ from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS,
                                      SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_command,
                                      source_build_time, wheel_command)
 from .findings import finding, script_command
-from .install import interpreter, pip_fix
+from .install import build_command, interpreter, pip_fix
 from .rules_environment import pyg_shadowing, pyg_version
 from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
 
@@ -83,7 +83,7 @@ def rule_extension_imports(facts, options):
                 fix = ("run on an OS image with a newer glibc/libstdc++ (see the version named in the error), "
                        "or build it here from source (%s; needs %s): %s"
                        % (source_build_time(SOURCE_BUILD_PACKAGES[owner or module]), SOURCE_BUILD_NEEDS,
-                          source_build_command(interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
+                          build_command(facts, interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
             else:
                 fix = pip_fix(facts, [package], reinstall=True)
             found.append(finding(finding_id, evidence, fix=fix))

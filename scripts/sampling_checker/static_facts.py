@@ -34,7 +34,32 @@ def get_python_facts():
         "pip": has_pip(),
         "venv_tool": venv_tool(sys.prefix),
         "ephemeral": ephemeral_kind(sys.prefix),
+        "build_prerequisites": get_build_prerequisites(),
     }
+
+
+def get_build_prerequisites():
+    """What `pip install --no-build-isolation` of a PyG extension's sdist needs here, seen without
+    running anything: setuptools (before 70.1 its bdist_wheel is the `wheel` package's), a C++
+    compiler on PATH, the Python headers, and scipy (torch-sparse imports it)."""
+    import shutil
+    import sysconfig
+    include = sysconfig.get_paths().get("include") or ""
+    return {
+        "setuptools": distribution_version("setuptools"),
+        "wheel": distribution_version("wheel"),
+        "scipy": distribution_version("scipy"),
+        "compiler": os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++"),
+        "python_headers": os.path.isfile(os.path.join(include, "Python.h")),
+    }
+
+
+def distribution_version(name):
+    try:
+        import importlib.metadata as metadata
+        return metadata.version(name)
+    except Exception:  # noqa: BLE001 - not installed, or metadata a build left broken
+        return None
 
 
 def has_pip():
