@@ -148,7 +148,7 @@ ENABLE = {
             "SCALABLE_DISTRIBUTED_CUDA_PYTHON to such a venv's bin/python",
     "uv": "python3 -m pip install uv (seconds; uv must be on PATH, or in ~/.cache/pyg-skill-ci/bin as .ci/run puts it)",
     "strace": "apt-get install -y strace (seconds)",
-    "netns": "run the tests as root with iproute2 installed: apt-get install -y iproute2 (seconds)",
+    "netns": "apt-get install -y iproute2 (seconds), and run the tests as root",
 }
 
 

@@ -212,7 +212,7 @@ def test_missing_sampling_backend_fails_fast_before_spawning():
     assert report["ok"] is False
     finding = report["findings"][0]
     assert finding["id"] == "neighbor-sampling-unavailable"
-    assert finding["fix"] == "python scripts/check_sampling_backends.py --require-neighbor-backend"
+    assert finding["fix"] == "python3 %s --require-neighbor-backend" % (ROOT / "scripts" / "check_sampling_backends.py")
     assert "spawning" not in run.stderr  # failed in the parent, no worker started
 
 

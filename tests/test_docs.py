@@ -259,8 +259,8 @@ def test_skill_backticked_paths_are_real_files():
 
 def test_skill_names_the_safe_command_and_its_exit_codes():
     body = frontmatter_and_body(SKILL)[1]
-    assert "python scripts/check_sampling_backends.py --require-neighbor-backend" in body
-    assert "python scripts/check_sampling_backends.py --help" in body
+    assert "python3 scripts/check_sampling_backends.py --require-neighbor-backend" in body
+    assert "python3 scripts/check_sampling_backends.py --help" in body
     for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |"):
         assert code in body, "exit code table row %s" % code
 

@@ -148,9 +148,21 @@ def _trim_info_fixes(document):
 
 
 def _trim_info_findings(document):
-    dropped = [f["id"] for f in document["findings"] if f["severity"] == "info"]
-    document["findings"] = [f for f in document["findings"] if f["severity"] != "info"]
-    return "info findings: %s" % ", ".join(dropped) if dropped else None
+    return _drop(document, "info")
+
+
+def _trim_warning_fixes(document):
+    return _clear(document, "warning", "fix", None)
+
+
+def _trim_warning_findings(document):
+    return _drop(document, "warning")
+
+
+def _drop(document, severity):
+    dropped = [f["id"] for f in document["findings"] if f["severity"] == severity]
+    document["findings"] = [f for f in document["findings"] if f["severity"] != severity]
+    return "%s findings: %s" % (severity, ", ".join(dropped)) if dropped else None
 
 
 def _trim_fact_details(document):
@@ -173,7 +185,7 @@ def _trim_error_evidence(document):
 
 
 TRIM_STEPS = (_trim_info_evidence, _trim_warning_evidence, _trim_info_fixes, _trim_fact_details,
-              _trim_info_findings, _trim_error_evidence)
+              _trim_info_findings, _trim_warning_fixes, _trim_warning_findings, _trim_error_evidence)
 
 
 def _clear(document, severity, key, empty):
@@ -185,12 +197,16 @@ def _clear(document, severity, key, empty):
 
 def fit_budget(document, limit):
     """Cut what --full carries, least useful first, until the compact document fits in `limit`
-    characters; checker.trimmed says what was cut. Errors and warnings keep id, title and fix."""
+    characters; checker.trimmed says what was cut. Errors keep id, title and fix to the end: with an
+    interpreter path of thousands of characters, repeated in each error's fix and in the keys the
+    schema requires, the document can still be longer, and trimmed says so."""
     from diagnostics_core.text import dumps
     cut, steps = [], iter(TRIM_STEPS)
     while len(dumps(document)) > limit:
         step = next(steps, None)
-        if step is None:  # only errors and warnings with their fixes are left
+        if step is None:  # only errors with their fixes and the required facts are left
+            document["checker"].setdefault("trimmed", {"cut": cut, "why": ""})["over_budget_by"] = (
+                len(dumps(document)) - limit)
             break
         what = step(document)
         if what:
