@@ -139,13 +139,17 @@ def run_checker():
 ENABLE = {
     "python": "pyenv install {minor} (a source build of CPython: about 4 min on 2 cores), or put any "
               "python{minor} on PATH",
-    "backend": "~/.venvs/scalable-distributed/bin/python -m pip install scipy && "
-               "~/.venvs/scalable-distributed/bin/python -m pip install --no-build-isolation torch-scatter==2.1.2 && "
-               "~/.venvs/scalable-distributed/bin/python -m pip install --no-build-isolation torch-sparse==0.6.18 "
+    "backend": "~/.venvs/scalable-distributed/bin/python -m pip install scipy wheel && "
+               "~/.venvs/scalable-distributed/bin/python -m pip install --force-reinstall --no-deps --no-cache-dir "
+               "--no-build-isolation torch-scatter==2.1.2 && ~/.venvs/scalable-distributed/bin/python -m pip install "
+               "--force-reinstall --no-deps --no-cache-dir --no-build-isolation torch-sparse==0.6.18 "
                "(about 20 min on 2 cores; README: A real sampling backend locally)",
     "cuda": "python3 -m venv ~/.cache/pyg-skill-ci/cu130 && ~/.cache/pyg-skill-ci/cu130/bin/python -m pip install "
             "torch==2.14.1 torch_geometric==2.8.1 numpy scipy (about 3 GB from PyPI), or set "
             "SCALABLE_DISTRIBUTED_CUDA_PYTHON to such a venv's bin/python",
+    "wheel-cache": "~/.venvs/scalable-distributed/bin/python -m pip install --no-deps --no-build-isolation "
+                   "torch-scatter==2.1.2 torch-sparse==0.6.18 (the same build, but it keeps pip's wheel cache; about "
+                   "20 min on 2 cores, as .ci/run does)",
     "uv": "python3 -m pip install uv (seconds; uv must be on PATH, or in ~/.cache/pyg-skill-ci/bin as .ci/run puts it)",
     "strace": "apt-get install -y strace (seconds)",
     "netns": "apt-get install -y iproute2 (seconds), and run the tests as root",

@@ -152,8 +152,11 @@ def test_torch_not_installed():
     found = result.only("torch-not-installed")
     assert found["severity"] == "warning"
     # Pinned to a torch PyG's wheels cover; CPU-only unless a GPU was seen (static-only asks no one).
-    pinned = "%s -m pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu && %s -m pip " \
-             "install torch_geometric" % ((shlex.quote(str(python)),) * 2)
+    # pyenv's Python is a base interpreter: a venv first, then the install into it.
+    venv = "~/.venvs/scalable-distributed/bin/python"
+    pinned = "%s -m venv ~/.venvs/scalable-distributed && %s -m pip install torch==2.13.0+cpu --index-url " \
+             "https://download.pytorch.org/whl/cpu && %s -m pip install torch_geometric" % (
+                 shlex.quote(str(python)), venv, venv)
     assert found["fix"].startswith(pinned)
     assert found["evidence"]["gpu_seen"] is None
 

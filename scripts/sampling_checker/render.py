@@ -165,34 +165,67 @@ def _drop(document, severity):
     return "%s findings: %s" % (severity, ", ".join(dropped)) if dropped else None
 
 
+# The headline facts each section keeps when fit_budget trims them (with the keys the schema requires).
+HEADLINE_KEYS = {
+    "torch": ("version", "status", "cuda"), "pyg": ("version", "status", "neighbor_backend"),
+    "probe": ("complete", "culprits", "blocked_modules"), "cuda": ("status", "device_count"),
+    "distributed": ("available", "backends"), "sampling": ("neighbor_backend", "features"),
+    "install": ("torch_minor", "variant", "index_url", "command", "wheels_available"),
+    "torch_build": ("version", "cuda"), "python": ("prefix", "in_virtualenv", "pip"),
+}
+
+
 def _trim_fact_details(document):
-    """Each fact section down to the keys the schema requires."""
+    """Each fact section down to its headline: the keys the schema requires and HEADLINE_KEYS."""
     from .schema import json_schema
     properties = json_schema()["properties"]
     trimmed = []
     for section in FACT_SECTIONS:
-        value, required = document.get(section), properties[section].get("required")
-        if isinstance(value, dict) and value:
-            kept = dict((k, value[k]) for k in (required or ()) if k in value)
-            if kept != value:
-                document[section] = kept
-                trimmed.append(section)
-    return "details of the fact sections %s" % ", ".join(trimmed) if trimmed else None
+        value = document.get(section)
+        if not isinstance(value, dict) or not value:
+            continue
+        if section == "extensions":  # each module's status, which names what failed
+            kept = dict((module, {k: v for k, v in entry.items() if k in ("status", "distribution", "version")})
+                        for module, entry in value.items())
+        else:
+            keys = tuple(properties[section].get("required") or ()) + HEADLINE_KEYS.get(section, ())
+            kept = dict((k, value[k]) for k in keys if k in value)
+        if kept != value:
+            document[section] = kept
+            trimmed.append(section)
+    return "details of %s" % ", ".join(trimmed) if trimmed else None
+
+
+def _shorten_evidence(document):
+    """Long strings in the evidence left (error chains, paths) cut to their head and tail."""
+    from diagnostics_core.text import sanitise
+    shortened = 0
+    for item in document["findings"]:
+        short = sanitise(item["evidence"], EVIDENCE_TEXT_LIMIT)
+        if short != item["evidence"]:
+            item["evidence"] = short
+            shortened += 1
+    return "long evidence strings of %d findings, to %d characters" % (shortened, EVIDENCE_TEXT_LIMIT) \
+        if shortened else None
+
+
+EVIDENCE_TEXT_LIMIT = 200
 
 
 def _trim_error_evidence(document):
     return _clear(document, "error", "evidence", {})
 
 
-TRIM_STEPS = (_trim_info_evidence, _trim_warning_evidence, _trim_info_fixes, _trim_fact_details,
-              _trim_info_findings, _trim_warning_fixes, _trim_warning_findings, _trim_error_evidence)
+TRIM_STEPS = (_trim_info_evidence, _trim_warning_evidence, _trim_info_fixes, _trim_info_findings,
+              _trim_fact_details, _shorten_evidence, _trim_warning_fixes, _trim_warning_findings,
+              _trim_error_evidence)
 
 
 def _clear(document, severity, key, empty):
     touched = [f for f in document["findings"] if f["severity"] == severity and f[key] != empty]
     for item in touched:
         item[key] = empty
-    return "%s of the %s findings %s" % (key, severity, ", ".join(f["id"] for f in touched)) if touched else None
+    return "%s of %d %s finding%s" % (key, len(touched), severity, "s" if len(touched) > 1 else "") if touched else None
 
 
 def fit_budget(document, limit):
