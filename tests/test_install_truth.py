@@ -296,7 +296,12 @@ def test_real_stale_build_is_diagnosed_and_the_printed_rebuild_works(stale_venv)
     broken = run([python, "-c", "import torch_scatter"])
     assert "Could not load this library" in broken.stderr
 
-    result = invoke_checker("--python", python, "--timeout", "150", timeout=400)
+    # What the user reads first: the compact document, within budget, every error with its fix.
+    compact = invoke_checker("--python", python, "--timeout", "150", timeout=400)
+    assert len(compact.stdout) < 10000, len(compact.stdout)
+    assert {"ext-undefined-symbol", "ext-stale-local-build", "neighbor-sampling-unavailable"} <= set(compact.ids())
+    assert all(f["fix"] for f in compact.json["findings"] if f["severity"] == "error")
+    result = invoke_checker("--python", python, "--timeout", "150", "--full", timeout=400)  # every detail
     symptoms = {f["evidence"]["module"] for f in result.findings("ext-undefined-symbol")}
     assert {"torch_scatter", "torch_sparse"} <= symptoms
     stale = {f["evidence"]["module"]: f for f in result.findings("ext-stale-local-build")}
@@ -342,6 +347,6 @@ def test_real_stale_build_is_diagnosed_and_the_printed_rebuild_works(stale_venv)
     assert works.returncode == 0, works.stderr[-2000:]
     assert json.loads(works.stdout) == "2.1.2"
 
-    again = invoke_checker("--python", python, "--timeout", "150", timeout=400)
+    again = invoke_checker("--python", python, "--timeout", "150", "--full", timeout=400)
     assert again.json["extensions"]["torch_scatter"]["status"] == "ok"
     assert "torch_scatter" not in {f["evidence"]["module"] for f in again.findings("ext-stale-local-build")}

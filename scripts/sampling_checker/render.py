@@ -170,7 +170,7 @@ HEADLINE_KEYS = {
     "torch": ("version", "status", "cuda"), "pyg": ("version", "status", "neighbor_backend"),
     "probe": ("complete", "culprits", "blocked_modules"), "cuda": ("status", "device_count"),
     "distributed": ("available", "backends"), "sampling": ("neighbor_backend", "features"),
-    "install": ("torch_minor", "variant", "index_url", "command", "wheels_available"),
+    "install": ("torch_minor", "variant", "index_url", "command", "error_without_index", "wheels_available"),
     "torch_build": ("version", "cuda"), "python": ("prefix", "in_virtualenv", "pip"),
 }
 
@@ -212,13 +212,24 @@ def _shorten_evidence(document):
 EVIDENCE_TEXT_LIMIT = 200
 
 
+def _flatten_evidence(document):
+    """Evidence down to its plain values (ids, versions, paths): nested records such as error chains go."""
+    flattened = 0
+    for item in document["findings"]:
+        plain = dict((k, v) for k, v in item["evidence"].items() if not isinstance(v, (dict, list)))
+        if plain != item["evidence"]:
+            item["evidence"] = plain
+            flattened += 1
+    return "nested evidence of %d findings" % flattened if flattened else None
+
+
 def _trim_error_evidence(document):
     return _clear(document, "error", "evidence", {})
 
 
 TRIM_STEPS = (_trim_info_evidence, _trim_warning_evidence, _trim_info_fixes, _trim_info_findings,
               _trim_fact_details, _shorten_evidence, _trim_warning_fixes, _trim_warning_findings,
-              _trim_error_evidence)
+              _flatten_evidence, _trim_error_evidence)
 
 
 def _clear(document, severity, key, empty):
