@@ -130,7 +130,7 @@ def inside(path, prefix):
 
 
 # Characters of the default document (compact JSON, before its newline): agent harnesses cut longer
-# output. Kept by fit_budget whatever the length of the paths it quotes.
+# output. fit_budget keeps it (its docstring names the one case it cannot).
 COMPACT_BUDGET = 9999
 
 
