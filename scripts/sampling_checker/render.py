@@ -170,8 +170,10 @@ HEADLINE_KEYS = {
     "torch": ("version", "status", "cuda"), "pyg": ("version", "status", "neighbor_backend"),
     "probe": ("complete", "culprits", "blocked_modules"), "cuda": ("status", "device_count"),
     "distributed": ("available", "backends"), "sampling": ("neighbor_backend", "features"),
-    "install": ("torch_minor", "variant", "index_url", "command", "error_without_index", "wheels_available"),
-    "torch_build": ("version", "cuda"), "python": ("prefix", "in_virtualenv", "pip"),
+    # Not the install command or python.prefix: they repeat the interpreter's path, and the error
+    # findings' fixes already say what to install.
+    "install": ("torch_minor", "variant", "index_url", "wheels_available"),
+    "torch_build": ("version", "cuda"), "python": ("in_virtualenv", "pip"),
 }
 
 
