@@ -168,7 +168,7 @@ def _drop(document, severity):
 # The headline facts each section keeps when fit_budget trims them (with the keys the schema requires).
 HEADLINE_KEYS = {
     "torch": ("version", "status", "cuda"), "pyg": ("version", "status", "neighbor_backend"),
-    "probe": ("complete", "culprits", "blocked_modules"), "cuda": ("status", "device_count"),
+    "probe": ("complete", "culprits", "blocked_modules", "hang_limit_s"), "cuda": ("status", "device_count"),
     "distributed": ("available", "backends"), "sampling": ("neighbor_backend", "features"),
     # Not the install command or python.prefix: they repeat the interpreter's path, and the error
     # findings' fixes already say what to install.
