@@ -27,7 +27,7 @@ import json
 import os
 import sys
 
-SCHEMA_VERSION = "2.0"  # sampling_checker.findings holds the same; tests check they agree
+SCHEMA_VERSION = "2.1"  # sampling_checker.findings holds the same; tests check they agree
 
 EXIT_USAGE = 2
 MIN_PYTHON = (3, 8)
@@ -42,7 +42,7 @@ def refuse_old_python():
     finding = {"id": "interpreter-unsupported", "severity": "error",
                "title": "the interpreter is not a CPython 3.8+ the checker can run in or probe",
                "evidence": {"interpreter": sys.executable, "python": version, "needs": ">=3.8"},
-               "fix": "python3 scripts/check_sampling_backends.py  # any Python 3.8+",
+               "fix": "python3 %s  # any Python 3.8+" % os.path.abspath(__file__),
                "docs": "references/troubleshooting.md#interpreter-unsupported"}
     sys.stdout.write(json.dumps({"schema_version": SCHEMA_VERSION, "ok": False, "status": "usage-error",
                                  "exit_code": EXIT_USAGE, "findings": [finding]}) + "\n")

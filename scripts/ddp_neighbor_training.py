@@ -11,6 +11,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -411,7 +412,9 @@ def missing_backend_report():
         [TOOL.finding("neighbor-sampling-unavailable", {
             "WITH_PYG_LIB": torch_geometric.typing.WITH_PYG_LIB,
             "WITH_TORCH_SPARSE": torch_geometric.typing.WITH_TORCH_SPARSE, "python": sys.executable},
-            fix="python scripts/check_sampling_backends.py --require-neighbor-backend")], failed=True)
+            fix="python3 %s --require-neighbor-backend" % shlex.quote(
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py")))],
+        failed=True)
 
 
 def choose_backend(requested, local_world_size):

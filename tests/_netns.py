@@ -137,6 +137,9 @@ class Cluster(object):
             self.ip("-n", host.netns, "addr", "add", "%s/%d" % (host.address, PREFIX_LENGTH), "dev", host.ifname)
             self.ip("-n", host.netns, "link", "set", "lo", "up")
             self.ip("-n", host.netns, "link", "set", host.ifname, "up")
+            # A node's default route, as the checker reads it in /proc/net/route to name the interface
+            # for GLOO_SOCKET_IFNAME. The bridge routes nowhere further: nothing leaves the test network.
+            self.ip("-n", host.netns, "route", "add", "default", "dev", host.ifname)
             os.mkdir(os.path.dirname(host.hosts_file()))
             host.write_hosts(self.default_hosts())
 

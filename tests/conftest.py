@@ -134,14 +134,53 @@ def run_checker():
     return invoke_checker
 
 
+# What enables each kind of skipped test, and what it costs: the skip texts and README's
+# "Skipped tests" section name the same commands.
+ENABLE = {
+    "python": "pyenv install {minor} (a source build of CPython: about 4 min on 2 cores), or put any "
+              "python{minor} on PATH",
+    "backend": "~/.venvs/scalable-distributed/bin/python -m pip install scipy wheel && "
+               "~/.venvs/scalable-distributed/bin/python -m pip install --force-reinstall --no-deps --no-cache-dir "
+               "--no-build-isolation torch-scatter==2.1.2 && ~/.venvs/scalable-distributed/bin/python -m pip install "
+               "--force-reinstall --no-deps --no-cache-dir --no-build-isolation torch-sparse==0.6.18 "
+               "(about 20 min on 2 cores; README: A real sampling backend locally)",
+    "cuda": "python3 -m venv ~/.cache/pyg-skill-ci/cu130 && ~/.cache/pyg-skill-ci/cu130/bin/python -m pip install "
+            "torch==2.14.1 torch_geometric==2.8.1 numpy scipy (about 3 GB from PyPI), or set "
+            "SCALABLE_DISTRIBUTED_CUDA_PYTHON to such a venv's bin/python",
+    "wheel-cache": "~/.venvs/scalable-distributed/bin/python -m pip install --no-deps --no-build-isolation "
+                   "torch-scatter==2.1.2 torch-sparse==0.6.18 (the same build, but it keeps pip's wheel cache; about "
+                   "20 min on 2 cores, as .ci/run does)",
+    "uv": "python3 -m pip install uv (seconds; uv must be on PATH, or in ~/.cache/pyg-skill-ci/bin as .ci/run puts it)",
+    "strace": "apt-get install -y strace (seconds)",
+    "netns": "apt-get install -y iproute2 (seconds), and run the tests as root",
+}
+
+
+def python_candidates(minor):
+    """Every CPython `minor` ("3.12") this machine offers: pyenv's ($PYENV_ROOT, then ~/.pyenv), then PATH."""
+    import shutil
+    roots = [os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]
+    seen, found = set(), []
+    for root in [r for r in roots if r]:
+        for candidate in sorted(Path(root, "versions").glob("%s.*/bin/python" % minor)):
+            if candidate.resolve() not in seen:
+                seen.add(candidate.resolve())
+                found.append(candidate)
+    on_path = shutil.which("python%s" % minor)
+    if on_path and Path(on_path).resolve() not in seen:
+        found.append(Path(on_path))
+    return found
+
+
 def pyenv_python(minor, with_torch=False):
-    """A CPython `minor` ("3.12") under ~/.pyenv that has (or lacks) torch; skips when there is none."""
-    for candidate in sorted((Path.home() / ".pyenv" / "versions").glob("%s.*/bin/python" % minor)):
+    """A CPython `minor` ("3.12") that has (or lacks) torch, from pyenv or PATH; skips, naming the
+    command that installs one, when there is none."""
+    for candidate in python_candidates(minor):
         has_torch = subprocess.run([str(candidate), "-c", "import torch"], capture_output=True).returncode == 0
         if has_torch == with_torch:
             return candidate
-    pytest.skip("no CPython %s %s torch under ~/.pyenv (the guide promises 3.8 to 3.13 there)"
-                % (minor, "with" if with_torch else "without"))
+    pytest.skip("no CPython %s %s torch in $PYENV_ROOT, ~/.pyenv or on PATH; enable: %s"
+                % (minor, "with" if with_torch else "without", ENABLE["python"].format(minor=minor)))
 
 
 def sampling_backend_present():
@@ -155,8 +194,8 @@ def sampling_backend_present():
 def neighbor_backend():
     """Tests of the real happy path. CI installs torch-sparse, so there a missing backend fails."""
     if not sampling_backend_present():
-        message = ("neighbor-sampling-unavailable: no pyg-lib or torch-sparse in this interpreter "
-                   "(see README: building torch-sparse from source)")
+        message = ("neighbor-sampling-unavailable: no pyg-lib or torch-sparse in this interpreter; enable: "
+                   + ENABLE["backend"])
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
@@ -274,7 +313,7 @@ def traced_run(command, env, cwd, watched, timeout=300):
     import shutil
     import tempfile
     if shutil.which("strace") is None:
-        pytest.skip("strace is not installed (.ci/run installs it: apt-get install -y strace)")
+        pytest.skip("strace is not installed; enable: " + ENABLE["strace"])
     before = tree_state(*watched)
     with tempfile.TemporaryDirectory() as scratch:  # the trace lives outside every watched path
         trace = os.path.join(scratch, "trace")

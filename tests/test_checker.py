@@ -1,6 +1,5 @@
 """The checker engine, run as users run it: facts, isolation, contract, safety."""
 
-import glob
 import json
 import os
 import re
@@ -12,7 +11,7 @@ import textwrap
 import pytest
 
 import fakes
-from conftest import CHECKER, ROOT, SCHEMA_FILE, clean_env
+from conftest import CHECKER, ENABLE, ROOT, SCHEMA_FILE, clean_env, python_candidates
 
 NEIGHBOR_LOADER_PROBE = textwrap.dedent("""\
     import json, torch
@@ -98,10 +97,11 @@ def test_backend_hidden_from_probed_interpreter_fails_the_gate(run_checker, venv
 
 
 def test_python_without_torch_reports_it_and_exits_zero(run_checker):
-    bare = next((p for p in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[0-3]*/bin/python")))
+    bare = next((str(p) for minor in ("3.10", "3.11", "3.12", "3.13") for p in python_candidates(minor)
                  if subprocess.run([p, "-c", "import torch"], capture_output=True).returncode != 0), None)
     if bare is None:
-        pytest.skip("no pyenv CPython 3.10-3.13 without torch on this machine")
+        pytest.skip("no CPython 3.10-3.13 without torch in $PYENV_ROOT, ~/.pyenv or on PATH; enable: "
+                    + ENABLE["python"].format(minor="3.12"))
     result = run_checker("--python", bare)
     assert result.returncode == 0
     assert result.ids()[0] == "torch-not-installed"
@@ -122,14 +122,12 @@ def test_venv_with_torch_but_no_pyg(run_checker, venv_factory):
     assert run_checker("--python", python, "--require-neighbor-backend").returncode == 1
 
 
-PYENV_PYTHONS = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.*[0-9]")))
-
-
 @pytest.mark.parametrize("minor", ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"])
 def test_every_cpython_runs_the_static_stage(run_checker, minor):
-    candidates = [p for p in PYENV_PYTHONS if re.search(r"/python%s$" % re.escape(minor), p)]
+    candidates = python_candidates(minor)
     if not candidates:
-        pytest.skip("CPython %s is not installed under pyenv here" % minor)
+        pytest.skip("no CPython %s in $PYENV_ROOT, ~/.pyenv or on PATH; enable: %s"
+                    % (minor, ENABLE["python"].format(minor=minor)))
     result = run_checker("--static-only", python=candidates[0])
     assert result.returncode == 0
     assert result.json["python"]["version"].startswith(minor + ".")

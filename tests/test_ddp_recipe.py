@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import ENABLE
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "ddp_neighbor_training.py"
 
@@ -117,8 +119,8 @@ def neighbor_backend():
                             timeout=120)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["?"])[-1]
-        pytest.skip(f"neighbor-sampling-unavailable: NeighborLoader cannot sample here ({last}); "
-                    "see python scripts/check_sampling_backends.py --require-neighbor-backend")
+        pytest.skip(f"neighbor-sampling-unavailable: NeighborLoader cannot sample here ({last}); enable: "
+                    + ENABLE["backend"])
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +216,7 @@ def test_missing_sampling_backend_fails_fast_before_spawning():
     assert report["ok"] is False
     finding = report["findings"][0]
     assert finding["id"] == "neighbor-sampling-unavailable"
-    assert finding["fix"] == "python scripts/check_sampling_backends.py --require-neighbor-backend"
+    assert finding["fix"] == "python3 %s --require-neighbor-backend" % (ROOT / "scripts" / "check_sampling_backends.py")
     assert "spawning" not in run.stderr  # failed in the parent, no worker started
 
 

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 import fakes
-from conftest import CHECKER, clean_env, diagnosis_test_ids, diagnoses, invoke_checker, load_checker, pyenv_python
+from conftest import CHECKER, ROOT, clean_env, diagnosis_test_ids, diagnoses, invoke_checker, load_checker, pyenv_python
 
 PY_TAG = "cp%d%d" % sys.version_info[:2]
 LINUX_TAG = "%s-%s-linux_%s" % (PY_TAG, PY_TAG, platform.machine())
@@ -152,8 +152,11 @@ def test_torch_not_installed():
     found = result.only("torch-not-installed")
     assert found["severity"] == "warning"
     # Pinned to a torch PyG's wheels cover; CPU-only unless a GPU was seen (static-only asks no one).
-    pinned = "%s -m pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu && %s -m pip " \
-             "install torch_geometric" % ((shlex.quote(str(python)),) * 2)
+    # pyenv's Python is a base interpreter: a venv first, then the install into it.
+    venv = "~/.venvs/scalable-distributed/bin/python"
+    pinned = "%s -m venv ~/.venvs/scalable-distributed && %s -m pip install torch==2.13.0+cpu --index-url " \
+             "https://download.pytorch.org/whl/cpu && %s -m pip install torch_geometric" % (
+                 shlex.quote(str(python)), venv, venv)
     assert found["fix"].startswith(pinned)
     assert found["evidence"]["gpu_seen"] is None
 
@@ -582,7 +585,7 @@ def test_distributed_loaders_typeerror(real_static):
     assert found["evidence"]["pyg_version"] == pyg_version()
     assert any(loc.startswith("torch_geometric/distributed/dist_neighbor_loader.py:")
                for loc in found["evidence"]["locations"])
-    assert found["fix"].endswith("python scripts/ddp_neighbor_training.py --help")
+    assert found["fix"].endswith("python3 %s --help" % (ROOT / "scripts" / "ddp_neighbor_training.py"))
 
 
 @diagnoses("pyg-distributed-deprecated")
@@ -598,7 +601,8 @@ def test_from_partition_edge_features(real_static):
     found = real_static.only("pyg-from-partition-edge-feats")
     assert found["severity"] == "info"
     assert "defaultdict" in found["evidence"]["error"]
-    assert found["fix"].startswith("python scripts/check_partition.py")
+    assert found["fix"].startswith("%s %s PARTITION_ROOT" % (shlex.quote(sys.executable),
+                                                             ROOT / "scripts" / "check_partition.py"))
 
 
 @diagnoses("pyg-dist-loader-typeerror", "pyg-distributed-deprecated", "pyg-from-partition-edge-feats")

@@ -27,6 +27,8 @@ import textwrap
 
 import pytest
 
+from conftest import ENABLE
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKILL = os.path.join(REPO, "SKILL.md")
 REFERENCES = sorted(
@@ -257,8 +259,8 @@ def test_skill_backticked_paths_are_real_files():
 
 def test_skill_names_the_safe_command_and_its_exit_codes():
     body = frontmatter_and_body(SKILL)[1]
-    assert "python scripts/check_sampling_backends.py --require-neighbor-backend" in body
-    assert "python scripts/check_sampling_backends.py --help" in body
+    assert "python3 scripts/check_sampling_backends.py --require-neighbor-backend" in body
+    assert "python3 scripts/check_sampling_backends.py --help" in body
     for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |"):
         assert code in body, "exit code table row %s" % code
 
@@ -325,7 +327,8 @@ def neighbor_backend():
         [sys.executable, "-c", "import torch_geometric.typing as T; "
                                "print(T.WITH_PYG_LIB or T.WITH_TORCH_SPARSE)"],
         capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-    return probe.stdout.strip() == "True", "neighbor-sampling-unavailable (WITH_* flags are False)"
+    return probe.stdout.strip() == "True", ("neighbor-sampling-unavailable (WITH_* flags are False); enable: "
+                                            + ENABLE["backend"])
 
 
 @pytest.mark.parametrize("block", runnable_blocks(), ids=lambda block: block.id)

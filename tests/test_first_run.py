@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHECKER, ROOT, clean_env, diagnoses, invoke_checker, load_checker, pyenv_python
+from conftest import CHECKER, ENABLE, ROOT, clean_env, diagnoses, invoke_checker, load_checker, pyenv_python
 
 README = ROOT / "README.md"
 DDP = ROOT / "scripts" / "ddp_neighbor_training.py"
@@ -58,7 +58,8 @@ def test_readme_quick_start_is_two_commands_with_a_venv_outside_the_skill():
     test_command = readme_line_after("<!-- test-command -->")
     assert test_command == commands[1]
     assert test_command == ('python3 -m venv ~/.venvs/scalable-distributed && ~/.venvs/scalable-distributed/bin/'
-                            'python -m pip install torch==2.13.0 -e ".[pyg,test]" && '
+                            'python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && '
+                            '~/.venvs/scalable-distributed/bin/python -m pip install -e ".[pyg,test]" && '
                             '~/.venvs/scalable-distributed/bin/python -m pytest -q')
 
 
@@ -94,8 +95,10 @@ def test_torch_install_fix_is_pinned_and_cpu_only_without_a_gpu(minor):
     if minor == "3.9":  # torch 2.13 cannot install there: a newer Python's venv, not a failing pip line
         assert found["fix"].startswith("torch 2.13.0 and PyG 2.8 need Python 3.10+")
         assert "-m pip install" not in found["fix"].split("python3.11 -m venv")[0]
-    else:
-        assert found["fix"].startswith("%s -m pip install torch==2.13.0" % shlex.quote(str(python)))
+    else:  # pyenv's Python is no venv: the fix makes the one venv first, then installs into it
+        assert found["fix"].startswith("%s -m venv ~/.venvs/scalable-distributed && "
+                                       "~/.venvs/scalable-distributed/bin/python -m pip install torch==2.13.0"
+                                       % shlex.quote(str(python)))
     # A torch PyG's wheels cover: pyg-lib has a wheel for the pinned minor on this platform.
     checker = load_checker()
     minor = checker.TORCH_PIN.rsplit(".", 1)[0]
@@ -153,8 +156,7 @@ def test_uv_run_probes_the_activated_venv_not_its_throwaway_env(tmp_path):
                            env=clean_env({"VIRTUAL_ENV": str(user_venv)}))
     found = other.only("interpreter-not-active")
     assert found["severity"] == "info" and found["evidence"]["active_environment"] == str(user_venv)
-    assert found["fix"] == "python3 scripts/check_sampling_backends.py --python %s" % shlex.quote(
-        str(user_venv / "bin" / "python"))
+    assert found["fix"] == "python3 %s --python %s" % (CHECKER, shlex.quote(str(user_venv / "bin" / "python")))
     assert "is not the active environment" in other.stderr
 
 
@@ -203,7 +205,7 @@ def test_pip_less_venvs_get_fixes_that_run(tmp_path):
             assert fix.startswith("uv pip install --python %s torch==2.13.0" % python)
 
 
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH (pip install uv gives it)")
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH; enable: " + ENABLE["uv"])
 def test_real_uv_run_with_the_pep723_header(tmp_path):
     user_venv = the_real_venv()
     env = clean_env({"VIRTUAL_ENV": str(user_venv), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
@@ -262,7 +264,7 @@ def test_static_only_gate_is_a_usage_error_with_a_finding():
         completed = plain_run([sys.executable, CHECKER, "--static-only"] + gate)
         document = one_line_refusal(completed, "usage-error")
         assert "needs the full probe" in completed.stderr
-        assert document["findings"][0]["fix"] == "python3 scripts/check_sampling_backends.py " + " ".join(gate)
+        assert document["findings"][0]["fix"] == "python3 %s %s" % (CHECKER, " ".join(gate))
 
 
 def test_static_only_never_claims_what_it_did_not_probe(run_checker):
@@ -419,26 +421,33 @@ def test_docs_path_points_at_the_troubleshooting_file(run_checker):
 
 
 def test_install_command_copies_only_the_skill(tmp_path):
-    home = tmp_path / "home"
+    """From a clone where the quick start's -e install and a `pip install .` left their output."""
+    pytest.importorskip("setuptools", reason="building needs setuptools in this venv")
+    home, clone = tmp_path / "home", tmp_path / "scalable-distributed"
     home.mkdir()
+    shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", "build"))
+    shipped = sorted(["SKILL.md", "LICENSE"] + [str(p.relative_to(clone)) for d in ("references", "scripts")
+                                               for p in (clone / d).rglob("*") if p.is_file()])
     command = readme_line_after("<!-- install-command -->")
     assert command.startswith("mkdir -p ~/.claude/skills/scalable-distributed && ")
-    cache = ROOT / "scripts" / "__pycache__"  # what importing the checker may leave behind
-    made_cache = not cache.exists()
-    cache.mkdir(exist_ok=True)
-    try:
-        completed = plain_run(["bash", "-c", command], env=dict(clean_env(), HOME=str(home)), cwd=ROOT)
-    finally:
-        if made_cache:
-            cache.rmdir()
+    assert "```bash\n%s\n```" % command in (ROOT / "SKILL.md").read_text()  # the installed SKILL.md has it
+    # What the quick start's `pip install -e` and a `pip install .` write into the clone: egg-info under
+    # scripts/ and build/ (a wheel build writes both), and __pycache__ from importing the scripts.
+    built = plain_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                       "-w", tmp_path / "dist", clone], cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert list((clone / "scripts").glob("*.egg-info")) and (clone / "build").is_dir()
+    (clone / "scripts" / "__pycache__").mkdir(exist_ok=True)
+    (clone / "scripts" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    (clone / "scripts" / "build").mkdir()  # a stray build folder inside scripts/ as well
+    completed = plain_run(["bash", "-c", command], env=dict(clean_env(), HOME=str(home)), cwd=clone)
     assert completed.returncode == 0, completed.stderr
     installed = home / ".claude" / "skills" / "scalable-distributed"
+    assert sorted(p.name for p in installed.iterdir()) == ["LICENSE", "SKILL.md", "references", "scripts"]
     tree = sorted(str(p.relative_to(installed)) for p in installed.rglob("*") if p.is_file())
-    expected = sorted(["SKILL.md", "LICENSE"]
-                      + [str(p.relative_to(ROOT)) for d in ("references", "scripts")
-                         for p in (ROOT / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts])
-    assert tree == expected
-    assert not any(part in ("tests", ".venv", "__pycache__") for p in tree for part in Path(p).parts)
+    assert tree == shipped
+    assert not any(part in ("tests", ".venv", "__pycache__", "build") or part.endswith(".egg-info")
+                   for p in installed.rglob("*") for part in p.relative_to(installed).parts)
     assert os.access(installed / "scripts" / "check_sampling_backends.py", os.X_OK)
     skill = (ROOT / "SKILL.md").read_text()
     for text in ("~/.claude/skills/scalable-distributed/", ".claude/skills/scalable-distributed/",

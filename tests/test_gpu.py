@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import fake_nvml
-from conftest import (CHECKER, CUDA_PYTHON_VARIABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env, diagnoses,
+from conftest import (CHECKER, CUDA_PYTHON_VARIABLE, ENABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env, diagnoses,
                       invoke_checker)
 
 DEVICE_CHECK = ROOT / "tests" / "gpu" / "device_check.sh"
@@ -43,8 +43,7 @@ def cuda_python():
         if out.returncode == 0:
             view = json.loads(out.stdout.strip().splitlines()[-1])
     if view is None or not view["cuda"]:
-        message = ("no CUDA build of torch at %s (set %s to the bin/python of a venv with torch 2.14.1+cu130 "
-                   "and torch_geometric 2.8.1)" % (python, CUDA_PYTHON_VARIABLE))
+        message = "no CUDA build of torch at %s; enable: %s" % (python, ENABLE["cuda"])
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

@@ -21,7 +21,7 @@ import pytest
 
 import _netns
 import fakes
-from conftest import CHECKER, ROOT, clean_env, diagnoses, load_schema, make_linked_venv, validate
+from conftest import CHECKER, ENABLE, ROOT, clean_env, diagnoses, load_schema, make_linked_venv, validate
 
 RECIPE = ROOT / "scripts" / "ddp_neighbor_training.py"
 COMPARE = ROOT / "scripts" / "compare_reports.py"
@@ -36,6 +36,7 @@ RECIPE_ARGS = ["--threads", "1", "--epochs", "2", "--num-nodes", "600"]
 def require_namespaces():
     reason = _netns.unavailable_reason()
     if reason:
+        reason += "; enable: " + ENABLE["netns"]
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
@@ -246,14 +247,53 @@ def test_own_hostname_on_loopback_without_gloo_ifname(hosts):
     b = hosts[1]
     b.write_hosts("127.0.0.1 localhost\n192.0.2.1 host-a\n127.0.1.1 host-b\n")
     launch = env_launch(1, 2, "host-a", port(), NODE_RANK="1")
-    found = only(checker_on(b, host_env(b, ifname=False, **launch)), "launch-hostname-loopback")
+    document = checker_on(b, host_env(b, ifname=False, **launch))
+    found = only(document, "launch-hostname-loopback")
     assert found["evidence"]["resolved"]["addresses"] == ["127.0.1.1"]
     assert found["evidence"]["interfaces"] == ["lo", "veth-b"]
+    # It predicts a failure, so it is an error: ok is false, and a cluster compare can group by it.
+    assert found["severity"] == "error" and document["ok"] is False
+    # The interface to name comes from the node's own default route.
+    assert found["evidence"]["default_route_interface"] == "veth-b"
+    assert found["fix"].startswith("export GLOO_SOCKET_IFNAME=veth-b  # ")
+    # Every way a launch says it spans nodes: SLURM, torchrun --nnodes (GROUP_WORLD_SIZE), WORLD_SIZE.
+    for spans in ({"SLURM_NNODES": "2", "SLURM_NODEID": "1"}, {"GROUP_WORLD_SIZE": "2", "GROUP_RANK": "1"},
+                  {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}):
+        assert only(checker_on(b, host_env(b, ifname=False, **spans)), "launch-hostname-loopback")[
+            "severity"] == "error", spans
+    # NCCL_SOCKET_IFNAME named: an NCCL job's interface is chosen; gloo's side is only a warning then.
+    nccl = host_env(b, ifname=False, NCCL_SOCKET_IFNAME="veth-b", **launch)
+    assert only(checker_on(b, nccl), "launch-hostname-loopback")["severity"] == "warning"
     # GLOO_SOCKET_IFNAME makes gloo take the interface's address instead.
     assert "launch-hostname-loopback" not in ids(checker_on(b, host_env(b, **launch)))
     # One node: loopback is where the peers are, nothing to say.
     single = env_launch(0, 1, "127.0.0.1", port())
     assert "launch-hostname-loopback" not in ids(checker_on(b, host_env(b, ifname=False, **single)))
+
+
+def test_hostname_loopback_fails_the_launch_and_the_printed_interface_fixes_it(hosts, neighbor_backend):
+    """The user's step: a 2-node gloo job with MASTER_ADDR=$(hostname) of node 0, each node's own name
+    on 127.0.1.1 and no GLOO_SOCKET_IFNAME. It fails; with the checker's fix on each node it trains."""
+    a, b = hosts[0], hosts[1]
+    a.write_hosts("127.0.0.1 localhost\n127.0.1.1 host-a\n192.0.2.2 host-b\n")
+    b.write_hosts("127.0.0.1 localhost\n192.0.2.1 host-a\n127.0.1.1 host-b\n")
+    master_port = port()
+    envs = [host_env(h, ifname=False, **env_launch(r, 2, a.address, master_port, NODE_RANK=str(r)))
+            for r, h in enumerate((a, b))]
+    fixes = [only(checker_on(h, env), "launch-hostname-loopback")["fix"] for h, env in zip((a, b), envs)]
+    args = RECIPE_ARGS + ["--timeout", FAIL_TIMEOUT]
+    results = finish([h.popen([sys.executable, RECIPE] + args, env) for h, env in zip((a, b), envs)])
+    assert [code for code, _, _ in results] == [1, 1]
+    assert "127.0.1.1" in results[0][2] + results[1][2]
+    fixed_port = port()
+    fixed = []
+    for rank, (host, fix) in enumerate(zip((a, b), fixes)):
+        variable, value = fix.split("  #")[0].split()[1].split("=")  # export GLOO_SOCKET_IFNAME=veth-a
+        fixed.append(host_env(host, ifname=False, **dict(env_launch(rank, 2, a.address, fixed_port,
+                                                                   NODE_RANK=str(rank)), **{variable: value})))
+    assert "launch-hostname-loopback" not in ids(checker_on(b, fixed[1]))
+    results = finish([h.popen([sys.executable, RECIPE] + RECIPE_ARGS, env) for h, env in zip((a, b), fixed)])
+    assert [code for code, _, _ in results] == [0, 0], results[1][2][-2000:]
 
 
 @diagnoses("launch-world-size-mismatch")

@@ -270,3 +270,71 @@ def newest_torch_with_wheels(variant, platform_name, python_version):
         if all(wheel_status(d, minor, variant, platform_name, python_version)["wheel"] for d in SAMPLING_DISTS):
             return minor, TORCH_NEWEST_PATCH.get(minor, minor + ".0")
     return None, None
+
+
+TORCH_SPEC = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\+(cpu|cu\d{3}|rocm[\d.]*))?$")
+
+
+def parse_torch_spec(text):
+    """'2.14.1+cu126' -> ('2.14.1', '2.14', 'cu126'); no +VARIANT means the CPU build; None if malformed."""
+    match = TORCH_SPEC.match((text or "").strip())
+    if not match:
+        return None
+    major, minor, patch, variant = match.groups()
+    variant = "rocm" if variant and variant.startswith("rocm") else (variant or "cpu")
+    return "%s.%s.%s" % (major, minor, patch or "0"), "%s.%s" % (major, minor), variant
+
+
+def wheel_report(torch_release, variant, platform_name, python_version, python="python3"):
+    """What --wheels answers: per extension, whether PyG's index has a wheel for this torch/variant,
+    the source and date of that row, and the exact install line; then the newest torch with wheels of
+    every sampling extension for this variant. Table lookups only: nothing is probed or fetched."""
+    major, minor, _ = parse_version(torch_release)
+    torch_minor = "%d.%d" % (major, minor)
+    index_url = WHEEL_INDEX.format(torch=torch_minor + ".0", variant=variant)
+    extensions = []
+    for dist in WHEEL_PLATFORMS:
+        status = wheel_status(dist, torch_minor, variant, platform_name, python_version)
+        extensions.append({
+            "distribution": dist, "wheel": status["wheel"], "reason": status["reason"],
+            "variants": status["variants"], "source": status["source"], "source_date": status["source_date"],
+            "install": wheel_command(python, [dist], index_url) if status["wheel"] else (
+                source_build_command(python, [dist]) + "  # no wheel: a source build (%s)" % source_build_time([dist])
+                if dist in dict(SOURCE_BUILDS) else None)})
+    with_wheels = [e["distribution"] for e in extensions if e["wheel"] and e["distribution"] in SAMPLING_DISTS]
+    newest_minor, newest_release = newest_torch_with_wheels(variant, platform_name, python_version)
+    newest = None
+    if newest_minor:
+        newest = {"torch_minor": newest_minor, "release": newest_release,
+                  "install": "%s && %s" % (
+                      torch_install_command(newest_release, variant, python, platform_name),
+                      wheel_command(python, SAMPLING_DISTS, WHEEL_INDEX.format(torch=newest_minor + ".0",
+                                                                               variant=variant)))}
+    return {
+        "torch": torch_release, "torch_minor": torch_minor, "variant": variant, "platform": platform_name,
+        "python": "%d.%d" % tuple(python_version[:2]), "index_url": index_url,
+        "extensions": extensions,
+        # One line for every sampling extension that has a wheel: one missing wheel would fail the whole line.
+        "install_command": wheel_command(python, with_wheels, index_url) if with_wheels else None,
+        "newest_torch_with_all_sampling_wheels": newest,
+        "support_table_date": WHEEL_TABLE_DATE,
+    }
+
+
+def wheel_report_markdown(report):
+    """The same answer as a table, for people."""
+    lines = ["### PyG wheels for torch %s+%s (%s, Python %s)" % (
+        report["torch"], report["variant"], report["platform"], report["python"]), "",
+        "| extension | wheel | why / source (date) | install |", "|---|---|---|---|"]
+    for entry in report["extensions"]:
+        lines.append("| %s | %s | %s | %s |" % (
+            entry["distribution"], {True: "yes", False: "no", None: "unknown"}[entry["wheel"]],
+            ("%s; " % entry["reason"] if entry["reason"] else "") + "%s (%s)" % (entry["source"], entry["source_date"]),
+            "`%s`" % entry["install"] if entry["install"] else "-"))
+    newest = report["newest_torch_with_all_sampling_wheels"]
+    lines += ["", "all sampling wheels with one line: %s" % (
+        "`%s`" % report["install_command"] if report["install_command"] else "none"),
+        "newest torch with wheels of pyg-lib, torch-scatter and torch-sparse for %s: %s" % (
+            report["variant"], "%s: `%s`" % (newest["release"], newest["install"]) if newest else "none known"),
+        "", "wheel table checked against its sources on %s" % report["support_table_date"]]
+    return "\n".join(lines) + "\n"

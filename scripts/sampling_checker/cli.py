@@ -14,7 +14,8 @@ USAGE = """\
 %(prog)s [--require-neighbor-backend] [--require-cuda]
        [--require-distributed [BACKEND]] [--python PATH] [--timeout SECONDS]
        [--static-only] [--format {json,markdown}] [--no-redact] [--full]
-       [--pretty] [--schema] [--list-findings] [--explain ID]"""
+       [--pretty] [--schema] [--list-findings] [--explain ID]
+       [--wheels [TORCH[+VARIANT]]]"""
 
 
 EPILOG = """\
@@ -35,7 +36,8 @@ ok and exit codes (the same in every tool of this skill):
 which interpreter is probed:
   --python PATH when given. Otherwise the active environment ($VIRTUAL_ENV,
   else $CONDA_PREFIX; under `uv run`, which points VIRTUAL_ENV at its own
-  throwaway env, the first other venv on PATH) when this interpreter is such a
+  throwaway env, the $VIRTUAL_ENV uv was started with, else the first other
+  venv on PATH) when this interpreter is such a
   throwaway uv/pipx env or a base Python outside any environment; otherwise
   this interpreter. A probed interpreter that is not the active environment
   gets the finding interpreter-not-active (and a line on stderr).
@@ -59,10 +61,20 @@ environment:
       dynamic loader finds it (LD_LIBRARY_PATH, then the ldconfig cache)
   CUDA_VISIBLE_DEVICES  read as CUDA reads it and checked against NVML's GPUs
 
+wheels (--wheels, a table lookup: no probe, nothing fetched):
+  --wheels 2.14.1+cu126 says, for pyg-lib, torch-scatter, torch-sparse,
+  torch-cluster and torch-spline-conv, whether PyG's wheel index has a wheel
+  for that torch and CUDA variant (cpu, cu126, ...; none given: cpu) on this
+  platform and Python, the public source and date behind each answer, the
+  exact install line, and the newest torch with wheels of every sampling
+  extension for that variant. Without a value: the torch installed in the
+  interpreter the checker would probe (read from torch/version.py).
+
 examples:
   python3 scripts/check_sampling_backends.py --pretty
+  python3 scripts/check_sampling_backends.py --wheels 2.14.1+cu126 --format markdown
   python3 scripts/check_sampling_backends.py --require-neighbor-backend
-  python3 scripts/check_sampling_backends.py --python ~/venvs/pyg/bin/python
+  python3 scripts/check_sampling_backends.py --python ~/.venvs/scalable-distributed/bin/python
   python3 scripts/check_sampling_backends.py --format markdown
   python3 scripts/check_sampling_backends.py --static-only
   python3 scripts/check_sampling_backends.py | jq '.findings[] | {id, fix}'
@@ -105,6 +117,10 @@ def build_parser():
                         help="every fact: all install records, operator lists, all PyG flags, child stderr "
                              "(the default compact document leaves these out)")
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the output and exit 0")
+    parser.add_argument("--wheels", nargs="?", const="", metavar="TORCH[+VARIANT]",
+                        help="which PyG extensions have wheels for that torch build (e.g. 2.14.1+cu126; without a "
+                             "value, the probed torch), each with its source, date and install line, and the "
+                             "newest torch with all sampling wheels; JSON, or --format markdown; no probe")
     return parser
 
 
@@ -139,11 +155,57 @@ def main(argv=None):
         answered = shared_cli.metadata_command(TOOL, options)
         if answered is not None:
             return answered
+        if options.wheels is not None:
+            return wheels_command(options)
         refuse_gates_without_probe(options)
     except UsageError as error:
         return refuse(error, options, started)
     from .run import run
     return run(options, started)
+
+
+def wheels_command(options):
+    """--wheels: the wheel table read for one torch build; a metadata command, so no probe."""
+    import platform
+    from diagnostics_core import wheels
+    from diagnostics_core.text import write_json, write_text
+    spec, python_version = options.wheels, tuple(sys.version_info[:3])
+    if not spec:  # the probed interpreter's torch, read from its torch/version.py
+        spec, python_version = installed_torch(options)
+    parsed = wheels.parse_torch_spec(spec)
+    if parsed is None:
+        raise UsageError("check_sampling_backends.py: error: --wheels: %r is not TORCH[+VARIANT], e.g. 2.14.1+cu126"
+                         % spec, "usage-error", {"wheels": spec, "message": "expected e.g. 2.14.1, 2.14.1+cpu, "
+                                                                             "2.14.1+cu126"},
+                         fix=checker_command("--wheels", "2.14.1+cu126"))
+    release, _, variant = parsed
+    platform_name = wheels.platform_key({"system": platform.system(), "machine": platform.machine()})
+    if platform_name.startswith("darwin"):
+        variant = "cpu"  # PyG's macOS wheels are CPU-only
+    report = wheels.wheel_report(release, variant, platform_name, python_version)
+    if options.format == "markdown":
+        write_text(wheels.wheel_report_markdown(report))
+    else:
+        write_json(report, options.pretty)
+    return EXIT_OK
+
+
+def installed_torch(options):
+    """(version with its variant, Python version) of the torch the checker would probe; UsageError if none."""
+    from diagnostics_core.wheels import parse_version
+    from .parsing import cuda_variant
+    from .run import pick_interpreter, run_static_in
+    from .static_facts import gather_static_facts
+    python, _ = pick_interpreter(options)
+    static = gather_static_facts() if python == sys.executable else run_static_in(python, options.timeout)
+    build = static.get("torch_build") or {}
+    if not build.get("version"):
+        raise UsageError("check_sampling_backends.py: error: --wheels without a value needs torch in %s; "
+                         "name a build instead" % python, "usage-error",
+                         {"python": python, "message": "torch is not installed there"},
+                         fix=checker_command("--wheels", "2.14.1+cu126"))
+    variant = "rocm" if build.get("hip") else cuda_variant(build.get("cuda"))
+    return "%s+%s" % (build["version"].split("+")[0], variant), parse_version(static["python"]["version"])
 
 
 def refuse(error, options, started):

@@ -6,7 +6,7 @@ from diagnostics_core.contract import Tool
 # Schema versions: MAJOR.MINOR. MAJOR changes when a key the default output
 # had is removed or renamed, or a value changes type or meaning; MINOR when
 # keys, enum values or finding ids are added. Readers check MAJOR only.
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 CHECKER_VERSION = "2.0.0"
 MIN_PYTHON = (3, 8)
 
@@ -41,6 +41,7 @@ FINDINGS = {
     "wheel-platform-mismatch": ("error", "extension wheel does not fit this platform or C library"),
     "ext-source-build": ("info", "extension is a local source build"),
     "no-prebuilt-wheels": ("warning", "PyG publishes no pyg-lib wheel for this torch/CUDA/Python/platform"),
+    "no-scatter-sparse-wheels": ("info", "PyG publishes no torch-scatter/torch-sparse wheel for this torch/CUDA"),
     "ext-stale-local-build": ("error", "a locally built extension no longer loads; a plain reinstall reuses it"),
     "neighbor-sampling-unavailable": ("error", "no working neighbour-sampling backend: NeighborLoader will fail"),
     "neighbor-smoke-failed": ("error", "a sampling backend imports but samples wrongly or raises"),
@@ -66,7 +67,8 @@ FINDINGS = {
     "launch-backend-unavailable": ("error", "the requested torch.distributed backend is not built in"),
     "launch-socket-ifname-missing": ("error", "a socket-interface variable names no interface on this host"),
     "launch-master-addr-loopback": ("error", "MASTER_ADDR resolves to a loopback address on a node of a multi-node job"),
-    "launch-hostname-loopback": ("warning", "this host's name resolves to a loopback address: gloo would advertise it"),
+    "launch-hostname-loopback": ("error", "this host's name resolves to a loopback address and no socket interface "
+                                          "is named: gloo would advertise it to the other nodes"),
     "launch-world-size-mismatch": ("error", "WORLD_SIZE differs from nodes times processes per node"),
     "cpu-affinity-restricted": ("info", "this process may use fewer cores than the machine has"),
     "cpu-threads-unset": ("info", "OMP_NUM_THREADS is not set"),
@@ -94,10 +96,16 @@ FINDINGS = {
 
 
 
-def checker_command(*flags):
-    return " ".join(("python3 scripts/check_sampling_backends.py",) + flags)
-
 TOOL = Tool("check_sampling_backends", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="usage-error", internal_id="checker-internal-error")
 finding = TOOL.finding
 list_findings = TOOL.list_findings
+checker_command = TOOL.command  # `python3 /abs/path/scripts/check_sampling_backends.py FLAGS...`
+
+
+def script_command(script, *words, **python):
+    """Another script of this skill by absolute path, so the line works from any folder."""
+    import os
+    from diagnostics_core.text import quote
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), script)
+    return " ".join((python.get("python", "python3"), quote(path)) + words)

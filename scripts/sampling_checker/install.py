@@ -59,7 +59,7 @@ def install_facts(facts, python):
         "no_wheel_reasons": [packages[d]["reason"] for d in SAMPLING_DISTS if packages[d]["wheel"] is not True],
         "support_table_date": WHEEL_TABLE_DATE,
         "torch_pin": pin,
-        "source_build_command": source_build_command(py, ("torch-scatter", "torch-sparse")),
+        "source_build_command": build_command(facts, py, ("torch-scatter", "torch-sparse")),
         "source_build_needs": SOURCE_BUILD_NEEDS,
         "source_build_time": source_build_time(("torch-scatter", "torch-sparse")),
     }
@@ -90,7 +90,7 @@ def pip_fix(facts, packages, reinstall=False):
     if buildable:
         if "torch-sparse" in buildable and facts["extensions"].get("torch_scatter", {}).get("status") != "ok":
             buildable.append("torch-scatter")  # torch_sparse imports it
-        parts.append(source_build_command(py, buildable))
+        parts.append(build_command(facts, py, buildable))
         notes.append("%s: no wheel for torch %s+%s, so build from PyPI's source (%s; needs %s)" % (
             ", ".join(d for d in lacking if d in buildable), install["torch_minor"], install["variant"],
             source_build_time(set(buildable)), SOURCE_BUILD_NEEDS))
@@ -100,11 +100,40 @@ def pip_fix(facts, packages, reinstall=False):
                                          "; or use torch %s, which has all wheels: %s" % (
                                              pin["release"], pin["command"]) if pin else ""))
         if not buildable:
-            parts.append(source_build_command(py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
+            parts.append(build_command(facts, py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
             notes.append("that build: %s; needs %s" % (source_build_time(SOURCE_BUILD_PACKAGES["pyg_lib"]),
                                                         SOURCE_BUILD_NEEDS))
             notes.append("torch-sparse (built above) samples neighbours instead; pyg-lib has no sdist on PyPI")
     return " && ".join(parts) + ("  # " + "; ".join(notes) if notes else "")
+
+
+def missing_build_prerequisites(facts, dists):
+    """(pip packages, Debian packages) that a --no-build-isolation source build of `dists` lacks here."""
+    seen = (facts.get("python") or {}).get("build_prerequisites")
+    if not seen:
+        return [], []
+    pip, system = [], []
+    setuptools = seen.get("setuptools")
+    if not setuptools:
+        pip.append("setuptools")  # a current one: it has bdist_wheel itself
+    elif parse_version(setuptools)[:2] < (70, 1) and not seen.get("wheel"):
+        pip.append("wheel")  # else: error: invalid command 'bdist_wheel'
+    if "torch-sparse" in dists and not seen.get("scipy"):
+        pip.append("scipy")
+    if not seen.get("compiler"):
+        system.append("g++")
+    if not seen.get("python_headers"):
+        system.append("python3-dev")
+    return pip, system
+
+
+def build_command(facts, py, dists):
+    """The source build, after installing what it needs and this environment lacks."""
+    pip, system = missing_build_prerequisites(facts, dists)
+    parts = ["apt-get install -y %s" % " ".join(system)] if system else []  # Debian/Ubuntu, as root
+    if pip:
+        parts.append("%s -m pip install %s" % (py, " ".join(pip)))
+    return " && ".join(parts + [source_build_command(py, dists)])
 
 
 def interpreter(facts):
@@ -145,28 +174,44 @@ def torch_and_pyg_install_command(facts):
     """Install torch (pinned) and PyG; the CPU-only build unless a GPU was seen."""
     python = interpreter(facts)
     platform_name = platform_key(facts["python"])
-    lasting = "~/.venvs/pyg/bin/python"
+    lasting = VENV + "/bin/python"
     lasting_install = "%s && %s -m pip install torch_geometric" % (
         torch_install_command(TORCH_PIN, "cpu", lasting, platform_name), lasting)
     if facts["python"].get("ephemeral"):
         # Installing into a throwaway env helps no later run (interpreter-ephemeral says why).
-        return ("not into this throwaway %s env: make a lasting one: python3 -m venv ~/.venvs/pyg && %s"
-                % (facts["python"]["ephemeral"], lasting_install))
+        return ("not into this throwaway %s env: make a lasting one: python3 -m venv %s && %s"
+                % (facts["python"]["ephemeral"], VENV, lasting_install))
     if parse_version(facts["python"]["version"])[:2] < TORCH_PIN_NEEDS_PYTHON:
         return ("torch %s and PyG 2.8 need Python %d.%d+; make a venv with a newer Python: "
-                "python3.11 -m venv ~/.venvs/pyg && %s"
-                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (lasting_install,)))
+                "python3.11 -m venv %s && %s"
+                % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (VENV, lasting_install,)))
+    venv, notes = "", []
+    if not in_environment(facts):
+        # A base interpreter: Debian's refuses pip (externally-managed-environment), and an install
+        # there would mix with the system's packages. A venv first, then the same lines into it.
+        venv, python = "%s -m venv %s && " % (python, VENV), lasting
+        notes.append("this Python is no venv, so the line makes one (Debian/Ubuntu: apt-get install python3-venv "
+                     "if -m venv fails)")
     seen = gpu_seen(facts)
     if seen:  # PyPI's default Linux build is a CUDA one
         command = "%s -m pip install torch==%s" % (python, TORCH_PIN)
     else:
         command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]))
-    command += " && %s -m pip install torch_geometric" % python
+    command = venv + command + " && %s -m pip install torch_geometric" % python
     if seen is None:
-        command += "  # CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build"
+        notes.append("CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build")
     elif not seen:
-        command += "  # CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build"
-    return command
+        notes.append("CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build")
+    return command + ("  # " + "; ".join(notes) if notes else "")
+
+
+# The one venv path every fix and README command uses.
+VENV = "~/.venvs/scalable-distributed"
+
+
+def in_environment(facts):
+    """A venv or a conda env (its own prefix), as opposed to a base or system Python."""
+    return bool(facts["python"].get("in_virtualenv") or (facts.get("distributions") or {}).get("conda_prefix"))
 
 
 def adapt_pip_fixes(facts, findings):

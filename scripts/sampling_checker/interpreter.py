@@ -83,7 +83,12 @@ def active_environment(running_ephemeral):
     candidates = [(name, os.environ[name]) for name in ("VIRTUAL_ENV", "CONDA_PREFIX")
                   if os.environ.get(name) and not ephemeral_kind(os.environ[name])]
     if not candidates and running_ephemeral:
-        # uv points VIRTUAL_ENV at its own env but leaves the activated venv's bin on PATH.
+        # `uv run` points VIRTUAL_ENV at its own env; the user's $VIRTUAL_ENV is in uv's own environment.
+        # PATH order comes second: another venv's bin may stand before the activated one.
+        launcher = launcher_variable("VIRTUAL_ENV")
+        if launcher and not ephemeral_kind(launcher) and not same_path(launcher, sys.prefix):
+            candidates.append(("VIRTUAL_ENV", launcher))
+    if not candidates and running_ephemeral:
         for entry in os.environ.get("PATH", "").split(os.pathsep):
             prefix = os.path.dirname(entry.rstrip("/\\"))
             if entry and os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) and not ephemeral_kind(prefix) \
@@ -92,6 +97,20 @@ def active_environment(running_ephemeral):
                 break
     for source, prefix in candidates:
         return {"source": source, "prefix": prefix, "python": environment_python(prefix)}
+    return None
+
+
+def launcher_variable(name):
+    """`name` in the environment of the process that started this one (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/%d/environ" % os.getppid(), "rb") as handle:
+            data = handle.read(1 << 20)
+    except OSError:
+        return None
+    key = name.encode() + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key):].decode("utf-8", "surrogateescape") or None
     return None
 
 
@@ -173,8 +192,9 @@ def resolve_python(path, timeout, source=None):
                          {"python": resolved, "chosen_by": source or "--python", "is_python": True,
                           "version": answer["version"],
                           "implementation": answer.get("implementation"), "needs": "CPython >= 3.8"},
-                         fix="make a venv with a newer Python and probe it: python3.11 -m venv ~/.venvs/pyg && "
-                             + checker_command("--python", "~/.venvs/pyg/bin/python"))
+                         fix="make a venv with a newer Python and probe it: python3.11 -m venv "
+                             "~/.venvs/scalable-distributed && "
+                             + checker_command("--python", "~/.venvs/scalable-distributed/bin/python"))
     return resolved, answer
 
 

@@ -36,6 +36,8 @@ def render(facts, findings, gates, options, started, internal_error=None, usage_
     sections = facts if full or not facts else compact_facts(facts)
     for section in FACT_SECTIONS:
         document[section] = sections.get(section)
+    if not full:
+        fit_budget(document, COMPACT_BUDGET)
     return document, exit_code
 
 
@@ -50,8 +52,9 @@ def compact_facts(facts):
     (WITH_PT*) and false flags, warning texts (counted), child stderr in
     attempts, who tried a socket (counted), the raw feature probe
     (sampling.probe), the stack_level locations (the finding has them), the
-    a passed smoke sample's details, and interpreter facts that
-    repeat others.
+    a passed smoke sample's details, torch's and PyG's file when it lies inside
+    python.prefix, and interpreter facts that repeat others. fit_budget then
+    keeps the whole document under COMPACT_BUDGET, however long the paths.
     """
     compact = dict(facts)
     distributions = facts.get("distributions")
@@ -90,9 +93,12 @@ def compact_facts(facts):
         nvml = cuda.get("nvml") or {}
         if nvml.get("reason") == "library-not-found":  # the loader's words add nothing to the reason
             compact["cuda"]["nvml"] = {k: v for k, v in nvml.items() if k != "message"}
+    prefix = (facts.get("python") or {}).get("prefix")
     for section in ("torch", "pyg"):
-        if facts.get(section):  # keep where torch and PyG were imported from: it names a shadowing copy
-            compact[section] = lean_record(facts[section], drop=())
+        if facts.get(section):  # where torch and PyG were imported from, when outside the interpreter's
+            # prefix: it names a shadowing copy. Inside it, the path only repeats python.prefix.
+            compact[section] = lean_record(facts[section], drop=("file",) if inside(
+                facts[section].get("file"), prefix) else ())
     pyg = compact.get("pyg")
     if pyg and "flags" in pyg:
         pyg["flags"] = {k: v for k, v in pyg["flags"].items() if v and not re.match(r"^WITH_PT\d+$", k)}
@@ -117,6 +123,144 @@ def compact_facts(facts):
     if choice:
         compact["interpreter"] = {k: v for k, v in choice.items() if v is not None and k != "probed_prefix"}
     return compact
+
+
+def inside(path, prefix):
+    return isinstance(path, str) and isinstance(prefix, str) and path.startswith(prefix.rstrip("/") + "/")
+
+
+# Characters of the default document (compact JSON, before its newline): agent harnesses cut longer
+# output. fit_budget keeps it (its docstring names the one case it cannot).
+COMPACT_BUDGET = 9999
+
+
+# What fit_budget cuts, in this order, until the document fits; --full always has all of it.
+def _trim_info_evidence(document):
+    return _clear(document, "info", "evidence", {})
+
+
+def _trim_warning_evidence(document):
+    return _clear(document, "warning", "evidence", {})
+
+
+def _trim_info_fixes(document):
+    return _clear(document, "info", "fix", None)
+
+
+def _trim_info_findings(document):
+    return _drop(document, "info")
+
+
+def _trim_warning_fixes(document):
+    return _clear(document, "warning", "fix", None)
+
+
+def _trim_warning_findings(document):
+    return _drop(document, "warning")
+
+
+def _drop(document, severity):
+    dropped = [f["id"] for f in document["findings"] if f["severity"] == severity]
+    document["findings"] = [f for f in document["findings"] if f["severity"] != severity]
+    return "%s findings: %s" % (severity, ", ".join(dropped)) if dropped else None
+
+
+# The headline facts each section keeps when fit_budget trims them (with the keys the schema requires).
+HEADLINE_KEYS = {
+    "torch": ("version", "status", "cuda"), "pyg": ("version", "status", "neighbor_backend"),
+    "probe": ("complete", "culprits", "blocked_modules", "hang_limit_s"), "cuda": ("status", "device_count"),
+    "distributed": ("available", "backends"), "sampling": ("neighbor_backend", "features"),
+    # Not the install command or python.prefix: they repeat the interpreter's path, and the error
+    # findings' fixes already say what to install.
+    "install": ("torch_minor", "variant", "index_url", "wheels_available"),
+    "torch_build": ("version", "cuda"), "python": ("in_virtualenv", "pip"),
+}
+
+
+def _trim_fact_details(document):
+    """Each fact section down to its headline: the keys the schema requires and HEADLINE_KEYS."""
+    from .schema import json_schema
+    properties = json_schema()["properties"]
+    trimmed = []
+    for section in FACT_SECTIONS:
+        value = document.get(section)
+        if not isinstance(value, dict) or not value:
+            continue
+        if section == "extensions":  # each module's status, which names what failed
+            kept = dict((module, {k: v for k, v in entry.items() if k in ("status", "distribution", "version")})
+                        for module, entry in value.items())
+        else:
+            keys = tuple(properties[section].get("required") or ()) + HEADLINE_KEYS.get(section, ())
+            kept = dict((k, value[k]) for k in keys if k in value)
+        if kept != value:
+            document[section] = kept
+            trimmed.append(section)
+    return "details of %s" % ", ".join(trimmed) if trimmed else None
+
+
+def _shorten_evidence(document):
+    """Long strings in the evidence left (error chains, paths) cut to their head and tail."""
+    from diagnostics_core.text import sanitise
+    shortened = 0
+    for item in document["findings"]:
+        short = sanitise(item["evidence"], EVIDENCE_TEXT_LIMIT)
+        if short != item["evidence"]:
+            item["evidence"] = short
+            shortened += 1
+    return "long evidence strings of %d findings, to %d characters" % (shortened, EVIDENCE_TEXT_LIMIT) \
+        if shortened else None
+
+
+EVIDENCE_TEXT_LIMIT = 200
+
+
+def _flatten_evidence(document):
+    """Evidence down to its plain values (ids, versions, paths): nested records such as error chains go."""
+    flattened = 0
+    for item in document["findings"]:
+        plain = dict((k, v) for k, v in item["evidence"].items() if not isinstance(v, (dict, list)))
+        if plain != item["evidence"]:
+            item["evidence"] = plain
+            flattened += 1
+    return "nested evidence of %d findings" % flattened if flattened else None
+
+
+def _trim_error_evidence(document):
+    return _clear(document, "error", "evidence", {})
+
+
+TRIM_STEPS = (_trim_info_evidence, _trim_warning_evidence, _trim_info_fixes, _trim_info_findings,
+              _trim_fact_details, _shorten_evidence, _trim_warning_fixes, _trim_warning_findings,
+              _flatten_evidence, _trim_error_evidence)
+
+
+def _clear(document, severity, key, empty):
+    touched = [f for f in document["findings"] if f["severity"] == severity and f[key] != empty]
+    for item in touched:
+        item[key] = empty
+    return "%s of %d %s finding%s" % (key, len(touched), severity, "s" if len(touched) > 1 else "") if touched else None
+
+
+def fit_budget(document, limit):
+    """Cut what --full carries, least useful first, until the compact document fits in `limit`
+    characters; checker.trimmed says what was cut. Errors keep id, title and fix to the end: with an
+    interpreter path of thousands of characters, repeated in each error's fix and in the keys the
+    schema requires, the document can still be longer, and trimmed says so."""
+    from diagnostics_core.text import dumps
+    cut, steps = [], iter(TRIM_STEPS)
+    while len(dumps(document)) > limit:
+        step = next(steps, None)
+        if step is None:  # only errors with their fixes and the required facts are left
+            document["checker"].setdefault("trimmed", {"cut": cut, "why": ""})["over_budget_by"] = (
+                len(dumps(document)) - limit)
+            break
+        what = step(document)
+        if what:
+            cut.append(what)
+            document["checker"]["trimmed"] = {
+                "cut": cut, "why": "the compact document is kept under %d characters; --full prints it all"
+                % (limit + 1)}
+    return document
 
 
 def lean_record(entry, drop=("file",)):

@@ -31,8 +31,8 @@ def rule_interpreter_choice(facts, options):
             "probed": choice["probed"], "tool": choice["probed_ephemeral"], "prefix": choice["probed_prefix"],
             "why": "a %s run made this environment for the script alone; your torch is elsewhere"
                    % choice["probed_ephemeral"]},
-            fix="activate the environment you train in (e.g. source ~/.venvs/pyg/bin/activate), then run: %s"
-                % checker_command())]
+            fix="activate the environment you train in (e.g. source ~/.venvs/scalable-distributed/bin/activate), "
+                "then run: %s" % checker_command())]
     return []
 
 
@@ -139,5 +139,4 @@ def rule_probe_deadline(facts, options):
     return [finding("probe-deadline", {
         "timeout_s": options.timeout, "step_running": unfinished[-1]["culprit"],
         "attempts": len(probe["attempts"])},
-        fix="run again with a longer deadline: python scripts/check_sampling_backends.py --timeout %d"
-        % int(options.timeout * 2))]
+        fix="run again with a longer deadline: " + checker_command("--timeout", str(int(options.timeout * 2))))]

@@ -5,8 +5,8 @@ import re
 from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS, SOURCE_BUILD_NEEDS,
                                      SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_command,
                                      source_build_time, wheel_command)
-from .findings import finding
-from .install import interpreter, pip_fix
+from .findings import finding, script_command
+from .install import build_command, interpreter, pip_fix
 from .rules_environment import pyg_shadowing, pyg_version
 from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
 
@@ -83,7 +83,7 @@ def rule_extension_imports(facts, options):
                 fix = ("run on an OS image with a newer glibc/libstdc++ (see the version named in the error), "
                        "or build it here from source (%s; needs %s): %s"
                        % (source_build_time(SOURCE_BUILD_PACKAGES[owner or module]), SOURCE_BUILD_NEEDS,
-                          source_build_command(interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
+                          build_command(facts, interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
             else:
                 fix = pip_fix(facts, [package], reinstall=True)
             found.append(finding(finding_id, evidence, fix=fix))
@@ -211,16 +211,16 @@ def rule_no_prebuilt_wheels(facts, options):
                             "scipy): %s" % (pin["release"], install["variant"], pin["command"]))
     options_text.append("build torch-scatter and torch-sparse from source (%s; needs %s): %s" % (
         install["source_build_time"], SOURCE_BUILD_NEEDS, install["source_build_command"]))
-    return [finding("no-prebuilt-wheels", {
+    # Two cases, two ids: without pyg-lib there is no wheel-installed sampler at all (a warning);
+    # with it, only torch-sparse's extra features need another way (info).
+    return [finding("no-prebuilt-wheels" if "pyg-lib" in lacking else "no-scatter-sparse-wheels", {
         "torch_minor": install["torch_minor"], "variant": install["variant"], "platform": install["platform"],
         "python": facts["python"]["version"], "missing": lacking,
         "reasons": [install["packages"][d]["reason"] for d in lacking],
         "sources": {d: "%s (%s)" % (install["packages"][d]["source"], install["packages"][d]["source_date"])
                     for d in lacking},
         "support_table_date": install["support_table_date"]},
-        fix="pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text)),
-        severity="warning" if "pyg-lib" in lacking else "info",
-        title=None if "pyg-lib" in lacking else "PyG publishes no torch-scatter/torch-sparse wheels for this torch")]
+        fix="pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text)))]
 
 
 def rule_stale_local_build(facts, options):
@@ -415,11 +415,11 @@ def rule_pyg_defects(facts, options):
             "pyg_version": version, "locations": source["stack_level_typo"],
             "error": "TypeError: 'stack_level' is an invalid keyword argument for warn()"},
             fix="do not use DistNeighborLoader/DistLinkNeighborLoader on this PyG; train with one "
-                "NeighborLoader per DDP rank instead: python scripts/ddp_neighbor_training.py --help"))
+                "NeighborLoader per DDP rank instead: " + script_command("ddp_neighbor_training.py", "--help")))
     if source.get("distributed_present") and version and parse_version(version)[:2] >= (2, 7):
         found.append(finding("pyg-distributed-deprecated", {"pyg_version": version},
-                             fix="python scripts/ddp_neighbor_training.py --help  # DDP + NeighborLoader; "
-                                 "multi-node GPU at scale: cuGraph-PyG"))
+                             fix=script_command("ddp_neighbor_training.py", "--help")
+                             + "  # DDP + NeighborLoader; multi-node GPU at scale: cuGraph-PyG"))
     torch_version = facts["torch_build"].get("version")
     if (source.get("partition_saves_defaultdict") and torch_version
             and parse_version(torch_version)[:2] >= (2, 6)):
@@ -427,5 +427,6 @@ def rule_pyg_defects(facts, options):
             "pyg_version": version, "torch": torch_version,
             "error": "UnpicklingError: ... Can only SETITEMS for dict, collections.OrderedDict, "
                      "collections.Counter, but got <class 'collections.defaultdict'>"},
-            fix="python scripts/check_partition.py PARTITION_ROOT  # names the unloadable parts and the rewrite"))
+            fix=script_command("check_partition.py", "PARTITION_ROOT", python=interpreter(facts))
+            + "  # names the unloadable parts and the rewrite"))
     return found

@@ -133,14 +133,20 @@ def rule_multi_node_names(facts):
                 "<node 0 hostname>>; or drop the loopback line for that name from %s on this node" % HOSTS_FILE))
     own = resolution.get("hostname")
     if own and own["first_loopback"] and "GLOO_SOCKET_IFNAME" not in launch:
+        route = environment.get("default_route_interface")
         found.append(finding("launch-hostname-loopback", {
             "hostname": own["name"], "resolved": own, "multi_node_because": said,
-            "GLOO_SOCKET_IFNAME": None, "interfaces": environment.get("network_interfaces"),
+            "GLOO_SOCKET_IFNAME": None, "NCCL_SOCKET_IFNAME": launch_value(launch, "NCCL_SOCKET_IFNAME"),
+            "interfaces": environment.get("network_interfaces"), "default_route_interface": route,
             "why": "without GLOO_SOCKET_IFNAME gloo binds to the address of this host's name and sends it "
-                   "to the peers, which then connect to their own loopback",
+                   "to the peers, which then connect to their own loopback: connectFullMesh fails with "
+                   "remote=[127.0.1.1]",
             "not_checked": "DNS (no query is sent); only %s is read" % HOSTS_FILE},
-            fix="export GLOO_SOCKET_IFNAME=<the interface that routes to MASTER_ADDR: ip route get "
-                "$MASTER_ADDR>; or map %s to its network address in %s" % (own["name"], HOSTS_FILE)))
+            # NCCL_SOCKET_IFNAME set: an NCCL job names its interface; gloo's side may still fail (a warning).
+            severity="warning" if "NCCL_SOCKET_IFNAME" in launch else None,
+            fix="export GLOO_SOCKET_IFNAME=%s  # or map %s to its network address in %s%s" % (
+                route or "<the interface that routes to MASTER_ADDR: ip route get $MASTER_ADDR>", own["name"],
+                HOSTS_FILE, "; %s carries this node's default route (/proc/net/route)" % route if route else "")))
     return found
 
 

@@ -144,7 +144,32 @@ def get_python_facts():
         "pip": has_pip(),
         "venv_tool": venv_tool(sys.prefix),
         "ephemeral": ephemeral_kind(sys.prefix),
+        "build_prerequisites": get_build_prerequisites(),
     }
+
+
+def get_build_prerequisites():
+    """What `pip install --no-build-isolation` of a PyG extension's sdist needs here, seen without
+    running anything: setuptools (before 70.1 its bdist_wheel is the `wheel` package's), a C++
+    compiler on PATH, the Python headers, and scipy (torch-sparse imports it)."""
+    import shutil
+    import sysconfig
+    include = sysconfig.get_paths().get("include") or ""
+    return {
+        "setuptools": distribution_version("setuptools"),
+        "wheel": distribution_version("wheel"),
+        "scipy": distribution_version("scipy"),
+        "compiler": os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++"),
+        "python_headers": os.path.isfile(os.path.join(include, "Python.h")),
+    }
+
+
+def distribution_version(name):
+    try:
+        import importlib.metadata as metadata
+        return metadata.version(name)
+    except Exception:  # noqa: BLE001 - not installed, or metadata a build left broken
+        return None
 
 
 def has_pip():
@@ -549,7 +574,18 @@ def get_environment_facts():
         "launcher": detect_launcher(),
         "hostname": hostname,
         "name_resolution": get_name_resolution_facts(hostname, os.environ.get("MASTER_ADDR")),
+        "default_route_interface": default_route_interface(),
     }
+
+
+def default_route_interface(path="/proc/net/route"):
+    """The interface of this node's IPv4 default route (Linux; None elsewhere or without one)."""
+    text = read_text(path, 1 << 16) or ""
+    routes = [line.split() for line in text.splitlines()[1:]]
+    # Fields: Iface Destination Gateway Flags RefCnt Use Metric Mask ...; the lowest metric wins.
+    defaults = [r for r in routes if len(r) > 7 and r[1] == "00000000" and r[7] == "00000000"]
+    defaults.sort(key=lambda r: int(r[6]) if r[6].isdigit() else 0)
+    return defaults[0][0] if defaults else None
 
 
 def read_hosts_file(path=HOSTS_FILE):
