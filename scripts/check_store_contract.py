@@ -32,9 +32,9 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import calls, cli, sandbox  # noqa: E402
 from diagnostics_core.calls import CallSkipped, CallTimeout, CallerState, error_text, type_name  # noqa: E402
-from diagnostics_core.contract import Tool  # noqa: E402
+from diagnostics_core.contract import Tool, script_command  # noqa: E402
 from diagnostics_core.markdown import stderr_line  # noqa: E402
-from diagnostics_core.text import safe_str, sanitise_text, write_json  # noqa: E402
+from diagnostics_core.text import quote, safe_str, sanitise_text, write_json  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
@@ -48,7 +48,7 @@ SCRATCH_NAME = "__pyg_contract_scratch__"
 MISSING_NAME = "__pyg_contract_missing__"
 SCRATCH_EDGE_TYPE = (SCRATCH_NAME, "to", SCRATCH_NAME)
 MISSING_EDGE_TYPE = (MISSING_NAME, "to", MISSING_NAME)
-MAIN_CHECKER = "python scripts/check_sampling_backends.py --require-neighbor-backend"
+MAIN_CHECKER = script_command("check_sampling_backends.py", "--require-neighbor-backend")
 
 # Every finding this checker can emit: id -> (default severity, title).
 FINDINGS = {
@@ -1075,10 +1075,9 @@ def rule_setup(facts, options):
                                                       "reference": setup["failed_reference"],
                                                       "error": setup["error"], "cwd": os.getcwd(),
                                                       "path": list(options.path)},
-                        fix="name a module and callable that exist; run from the folder that holds the module "
-                            "or add --path DIR (e.g. python scripts/check_store_contract.py %s --path "
-                            "/your/project), or give a .py file: ./stores.py:make_stores"
-                            % setup["failed_reference"])]
+                        fix="name a module and callable that exist, and the folder that holds the module: "
+                            "%s  # or give a .py file: ./stores.py:make_stores"
+                            % TOOL.command(quote(setup["failed_reference"]), "--path", "/your/project"))]
     if setup["status"] == "error":
         module, _, attr_path = setup["failed_reference"].rpartition(":")
         head, _, rest = attr_path.partition(".")

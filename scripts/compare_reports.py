@@ -24,7 +24,7 @@ sys.dont_write_bytecode = True  # importing the shared library must not write sc
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import cli, safe_json, wheels  # noqa: E402
-from diagnostics_core.contract import Tool  # noqa: E402
+from diagnostics_core.contract import Tool, script_command  # noqa: E402
 from diagnostics_core.markdown import cell, code  # noqa: E402
 from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces  # noqa: E402
 from diagnostics_core.text import quote, sanitise, write_json, write_text  # noqa: E402
@@ -109,8 +109,8 @@ def report_paths(arguments):
     return paths
 
 
-CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py")
-GATHER = "python3 %s > reports/$(hostname).json" % quote(CHECKER)
+CHECKER = script_command("check_sampling_backends.py")
+GATHER = "%s > reports/$(hostname).json" % CHECKER
 REPORT_MAX_BYTES = 16 << 20
 REPORT_MAX_DEPTH = 64
 
@@ -336,7 +336,7 @@ def extension_install(python, package, version, model):
     if package in dict(wheels.SOURCE_BUILDS):
         return "%s  # no wheel known for torch %s+%s: a source build" % (
             wheels.source_build_command(python, [package]), minor, variant)
-    return "python3 %s (its findings give that node's install command)" % quote(CHECKER)
+    return "%s (its findings give that node's install command)" % CHECKER
 
 
 def rerun_checker(label):

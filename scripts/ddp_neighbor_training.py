@@ -49,11 +49,15 @@ launch styles:
                variables mapped as below) the script is one worker: it reads
                RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
                MASTER_PORT and ignores --nprocs/--master-addr/--master-port.
-  SLURM        srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
+  SLURM        export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK
+               srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
                  LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE \\
                  python scripts/ddp_neighbor_training.py'
-               with MASTER_ADDR and MASTER_PORT exported beforehand (and
-               #SBATCH --ntasks-per-node, which sets SLURM_NTASKS_PER_NODE).
+               with MASTER_ADDR and MASTER_PORT exported beforehand, and
+               #SBATCH --ntasks-per-node (which sets SLURM_NTASKS_PER_NODE) and
+               #SBATCH --cpus-per-task=N. Since Slurm 22.05 srun does not inherit
+               --cpus-per-task: without SRUN_CPUS_PER_TASK each task may get one
+               core for its main process and all its loader workers.
                Without LOCAL_WORLD_SIZE the script falls back to
                SLURM_NTASKS_PER_NODE, and takes WORLD_SIZE as the local count
                only when nothing says the job spans several nodes; it refuses

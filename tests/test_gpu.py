@@ -338,7 +338,11 @@ def test_gpu_sampling_means_cugraph(h100_host, cuda_python):
     found = h100_host.only("gpu-sampling-needs-cugraph")
     assert found["severity"] == "info"
     assert found["evidence"]["visible_gpus"] == 4 and found["evidence"]["sampling_device"] == "cpu"
-    assert found["fix"].startswith("%s -m pip install cugraph-pyg-cu13" % cuda_python["python"])
+    # cuGraph-PyG needs PyG < 2.8: a separate venv, NVIDIA's index, PyG pinned below 2.8 -- never this env.
+    assert found["fix"].startswith("python3 -m venv ~/.venvs/cugraph-pyg && ~/.venvs/cugraph-pyg/bin/python -m pip "
+                                   "install --extra-index-url=https://pypi.nvidia.com cugraph-pyg-cu13 "
+                                   "'torch_geometric>=2.5,<2.8'")
+    assert cuda_python["python"] not in found["fix"]
 
 
 def test_gpu_sampling_finding_needs_gpus(cuda_python):

@@ -4,6 +4,10 @@ Every tool prints one JSON document whose first keys are, in order: schema_versi
 exit_code, findings, gates, then the tool's own section naming it ("checker" or "tool"), then its facts.
 """
 
+import os
+
+SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the skill's scripts/ folder
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
@@ -48,11 +52,11 @@ class Tool(object):
         """How to run this tool from any folder: the absolute path of its script."""
         import os
         import sys
-        script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), self.name + ".py")
-        if not os.path.isfile(script):  # a zipapp or an installed console script
-            script = os.path.abspath(sys.argv[0])
-        from .text import quote
-        return " ".join(("python3", quote(script)) + words)
+        command = script_command(self.name + ".py", *words)
+        if not os.path.isfile(os.path.join(SCRIPTS, self.name + ".py")):  # a zipapp or a console script
+            from .text import quote
+            command = " ".join(("python3", quote(os.path.abspath(sys.argv[0]))) + words)
+        return command
 
     def document(self, findings, gates, meta, usage_error=False, internal_error=None, static_only=False):
         """-> (the envelope with the tool's own section, exit code); the caller appends its fact sections."""
@@ -62,6 +66,13 @@ class Tool(object):
         ok, status, exit_code = verdict(findings, gates, internal_error is not None, usage_error, static_only)
         return {"schema_version": self.schema_version, "ok": ok, "status": status, "exit_code": exit_code,
                 "findings": findings, "gates": gates, self.meta_key: meta}, exit_code
+
+
+def script_command(script, *words, **python):
+    """A script of this skill by absolute path (python= another interpreter), so the line works from any
+    folder: every fix that names a script is built here."""
+    from .text import quote
+    return " ".join((python.get("python", "python3"), quote(os.path.join(SCRIPTS, script))) + words)
 
 
 def sort_findings(findings):

@@ -1,9 +1,12 @@
 """Each rule: the run's facts in, findings out, with a stable id. No rule measures anything."""
 
+import json
 import os
 import re
 import sys
 
+from diagnostics_core.contract import script_command
+from diagnostics_core.text import quote
 from . import plan
 from .findings import finding
 
@@ -21,11 +24,6 @@ def diagnose(facts, options):
 def python():
     from diagnostics_core.text import quote
     return quote(sys.executable)
-
-
-def sibling_script(name):
-    from diagnostics_core.text import quote
-    return quote(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name))
 
 
 def rerun(options, *changed):
@@ -52,20 +50,20 @@ def no_backend(facts, options):
     if not backend or backend["pyg_lib"] or backend["torch_sparse"]:
         return []
     return [finding("loader-no-sampler-backend", dict(backend, interpreter=sys.executable),
-                    fix="%s %s --require-neighbor-backend  # names the install command that fits this torch"
-                    % (python(), sibling_script("check_sampling_backends.py")))]
+                    fix="%s  # names the install command that fits this torch" % script_command(
+                        "check_sampling_backends.py", "--require-neighbor-backend", python=python()))]
 
 
+# No fix loads the refused file or imports the user's module: a fix never runs what was diagnosed.
 INPUT_FIXES = {
     "loader-data-unsafe-pickle": (
-        "{python} -c \"import torch, torch_geometric; d = torch.load({path!r}, weights_only=False); "
-        "torch.save(d.__class__.from_dict({{k: v for k, v in d.to_dict().items() if torch.is_tensor(v)}}), "
-        "{safe!r})\"  # only for a file you trust: it runs the pickled code once; keeps the tensors"),
+        "in the script that made the file (not by loading this one: it names code, see evidence), save "
+        "tensors only: torch.save(data.to_dict(), {safe!r}); then rebuild it with "
+        "{data_class}.from_dict(torch.load({safe!r}, weights_only=True)) and torch.save it again"),
     "loader-data-load-failed": (
         "torch.save(dataset[0], 'graph.pt')  # in your script: one Data or HeteroData per file, then --data graph.pt"),
     "loader-store-failed": (
-        "cd DIRECTORY_OF_YOUR_MODULE && {python} -c \"import {module} as m; pair = m.{attr}(); "
-        "print([type(x).__mro__[1].__name__ for x in pair])\"  # must print ['FeatureStore', 'GraphStore']"),
+        "{store_check}  # names what is wrong with the pair; the traceback is in evidence"),
     "loader-setup-failed": "{rerun}",
 }
 
@@ -76,10 +74,13 @@ def input_problem(facts, options):
         return []
     spec = options.spec
     path = spec.get("data") or ""
-    module, _, attr = (spec.get("store") or ":").rpartition(":")
+    module, _, attr = (spec.get("store") or "MODULE:CALLABLE").rpartition(":")
+    store = "%s:%s" % (os.path.abspath(module) if module.endswith(".py") else module, attr)
     fix = INPUT_FIXES[problem["finding"]].format(
-        python=python(), path=path, safe=os.path.splitext(path)[0] + "-tensors.pt",
-        module=module[:-3] if module.endswith(".py") else module, attr=attr,
+        safe=os.path.splitext(path)[0] + "-tensors.pt", data_class="HeteroData" if "Hetero" in json.dumps(
+            problem.get("evidence")) else "Data",
+        store_check=script_command("check_store_contract.py", quote(store), "--path", quote(os.getcwd()),
+                                   "--skip-sampling", python=python()),
         rerun="%s  # name an attribute or type that exists (see evidence)" % rerun(options, "--input-nodes", "NAME"))
     return [finding(problem["finding"], problem["evidence"], fix=fix)]
 
@@ -169,7 +170,7 @@ def bound_by(facts, options):
 def sampler_fix(facts, options, advice):
     """Parallel workers where they measured faster; else pyg-lib where it is missing; else a smaller fan-out."""
     loader_line = next((line for line in advice.get("code", "").splitlines() if line.startswith("loader = ")), "")
-    checker = "%s %s --require-neighbor-backend" % (python(), sibling_script("check_sampling_backends.py"))
+    checker = script_command("check_sampling_backends.py", "--require-neighbor-backend", python=python())
     has_pyg_lib = (facts.get("backend") or {}).get("pyg_lib")
     if advice.get("settings", {}).get("num_workers"):
         return "%s  # sample in parallel worker processes (measured faster)%s" % (

@@ -1,6 +1,7 @@
 """The checker's command line. Metadata commands (--help, --list-findings, --schema, --explain)
 import nothing beyond this module and the shared library; the probe's modules load only for a run."""
 
+import sys
 import time
 
 from diagnostics_core import cli as shared_cli

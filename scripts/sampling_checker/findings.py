@@ -101,11 +101,3 @@ TOOL = Tool("check_sampling_backends", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS
 finding = TOOL.finding
 list_findings = TOOL.list_findings
 checker_command = TOOL.command  # `python3 /abs/path/scripts/check_sampling_backends.py FLAGS...`
-
-
-def script_command(script, *words, **python):
-    """Another script of this skill by absolute path, so the line works from any folder."""
-    import os
-    from diagnostics_core.text import quote
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), script)
-    return " ".join((python.get("python", "python3"), quote(path)) + words)

@@ -2,10 +2,11 @@
 
 import re
 
+from diagnostics_core.contract import script_command
 from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS, SOURCE_BUILD_NEEDS,
-                                     SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_command,
-                                     source_build_time, wheel_command)
-from .findings import finding, script_command
+                                     SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_time,
+                                     wheel_command)
+from .findings import finding
 from .install import build_command, interpreter, pip_fix
 from .rules_environment import pyg_shadowing, pyg_version
 from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
@@ -350,8 +351,12 @@ def rule_feature_verdicts(facts, options):
             "note": "NeighborLoader's NeighborSampler samples on the CPU (pyg-lib or torch-sparse); batches are "
                     "moved to the GPU afterwards (batch.to('cuda')). Sampling on the GPU means cuGraph-PyG's "
                     "loaders and stores instead of PyG's."},
-            fix="%s -m pip install %s  # unrun; only if CPU sampling is the bottleneck: cuGraph-PyG's own "
-                "NeighborLoader samples on the GPU" % (interpreter(facts), package)))
+            # cuGraph-PyG pins torch-geometric<2.8 in its conda recipe but not in its wheels' metadata, so pip
+            # would not warn: the fix makes a separate environment instead of installing into this one.
+            fix="python3 -m venv ~/.venvs/cugraph-pyg && ~/.venvs/cugraph-pyg/bin/python -m pip install "
+                "--extra-index-url=https://pypi.nvidia.com %s 'torch_geometric>=2.5,<2.8'  # unrun here; only if "
+                "CPU sampling is the bottleneck: cuGraph-PyG samples on the GPU and needs PyG < 2.8, so not in "
+                "this environment" % package))
     return found
 
 

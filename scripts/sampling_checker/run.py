@@ -2,9 +2,7 @@
 apply the rules and gates, render."""
 
 import errno
-import json
 import sys
-import time
 
 from diagnostics_core.cli import UsageError
 from diagnostics_core.markdown import private_names, stderr_line
