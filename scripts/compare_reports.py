@@ -48,6 +48,7 @@ FINDINGS = {
     "cluster-schema-mismatch": ("error", "the reports come from checker versions with different schema majors"),
     "cluster-compare-internal-error": ("error", "the compare script itself failed"),
     "cluster-usage-error": ("error", "the command line is not valid"),
+    "cluster-node-launch-error": ("error", "a node's own report has a launch error"),
 }
 
 TOOL = Tool("compare_reports", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,
@@ -173,6 +174,7 @@ FIELD_TYPES = {
     ("cpu", "logical_cores"): WHOLE,
     ("install",): OBJECT, ("install", "torch_minor"): TEXT, ("install", "variant"): TEXT,
     ("install", "platform"): TEXT, ("install", "index_url"): TEXT,
+    ("findings",): (list,),
 }
 
 
@@ -503,6 +505,26 @@ def rule_interfaces(entries, reports):
                     "MASTER_ADDR: ip route get $MASTER_ADDR), e.g. in the srun/torchrun command line")]
 
 
+def rule_node_launch_errors(entries, reports):
+    """Launch errors a node's own checker found (loopback names, missing interfaces, bad ranks) fail the
+    job as surely as drift between nodes: repeated here, hosts grouped by finding id."""
+    hosts, fixes = {}, {}
+    for entry, report in zip(entries, reports):
+        for item in report.get("findings") or []:
+            if not isinstance(item, dict) or item.get("severity") != "error":
+                continue
+            finding_id, fix = item.get("id"), item.get("fix")
+            if isinstance(finding_id, str) and finding_id.startswith("launch-"):
+                hosts.setdefault(finding_id, []).append(entry["label"])
+                if isinstance(fix, str):
+                    fixes.setdefault(finding_id, {})[entry["label"]] = fix
+    if not hosts:
+        return []
+    return [finding("cluster-node-launch-error", {"hosts": hosts, "fixes": fixes},
+                    "on each host named, run that host's fix (evidence.fixes), then gather its report again; "
+                    "%s --explain ID says what each id means" % CHECKER)]
+
+
 def rule_cpu(entries, reports):
     values = [usable_cores(r) for r in reports]
     present = [(e, v) for e, v in zip(entries, values) if v is not None]
@@ -540,6 +562,7 @@ def compare(paths, reports):
     findings += rule_drift(entries, reports, groups)
     findings += rule_ranks(entries)
     findings += rule_interfaces(entries, reports)
+    findings += rule_node_launch_errors(entries, reports)
     findings += rule_cpu(entries, reports)
     summary = collections.OrderedDict()
     for name, values in groups.items():

@@ -41,6 +41,24 @@ def test_cudnn_drift_is_a_warning_naming_both_groups(tmp_path):
     assert completed.returncode == 0 and document["gates"]["consistent"]["passed"] is True
 
 
+def test_a_launch_error_in_a_node_report_fails_the_comparison(tmp_path):
+    """A node whose own report says launch-master-incomplete makes the job fail: repeated, with its fix."""
+    reports = []
+    for rank, extra in ((0, {"MASTER_ADDR": "192.0.2.1", "MASTER_PORT": "29500"}), (1, {"MASTER_ADDR": "192.0.2.1"})):
+        env = clean_env(dict(extra, RANK=str(rank), WORLD_SIZE="2"))
+        completed = subprocess.run([sys.executable, str(CHECKER), "--static-only"], capture_output=True, text=True,
+                                   env=env, timeout=120)
+        path = tmp_path / ("node%d.json" % rank)
+        path.write_text(completed.stdout)
+        reports.append(path)
+    completed, document = run([sys.executable, COMPARE] + [str(p) for p in reports])
+    found = [f for f in document["findings"] if f["id"] == "cluster-node-launch-error"]
+    assert completed.returncode == 1 and found
+    labels = [r["label"] for r in document["reports"]]
+    assert found[0]["evidence"]["hosts"] == {"launch-master-incomplete": [labels[1]]}
+    assert "MASTER_PORT" in found[0]["evidence"]["fixes"]["launch-master-incomplete"][labels[1]]
+
+
 def test_compare_bad_format_is_a_usage_error(tmp_path):
     completed, document = run([sys.executable, COMPARE, "--format", "yaml", str(tmp_path)])
     assert completed.returncode == 2 and len(completed.stderr.splitlines()) == 1
