@@ -8,7 +8,11 @@ from .rules_extensions import (rule_conda_pip_mixed, rule_duplicate_distribution
                                rule_no_prebuilt_wheels, rule_pyg_defects, rule_stale_local_build,
                                rule_wheel_tags)
 from .rules_hardware import rule_cpu, rule_gates_cuda_distributed, rule_gpu, rule_nvml
-from .rules_launch import rule_launch_environment
+from .rules_faults import rule_nvml_faults, rule_unreadable_files
+from .rules_launch import (rule_backend_requested, rule_launch_values_invalid, rule_launcher_rank_ranges,
+                           rule_local_rank_device, rule_master_incomplete, rule_multi_node_names,
+                           rule_socket_ifnames, rule_torch_rank_ranges, rule_torchrun_slurm_mismatch,
+                           rule_world_size_layout)
 
 
 RULES = (
@@ -27,14 +31,23 @@ RULES = (
     rule_duplicate_distributions,
     rule_conda_pip_mixed,
     rule_pyg_defects,
-    rule_launch_environment,
+    rule_launch_values_invalid,
+    rule_torch_rank_ranges,
+    rule_launcher_rank_ranges,
+    rule_local_rank_device,
+    rule_master_incomplete,
+    rule_torchrun_slurm_mismatch,
+    rule_backend_requested,
+    rule_socket_ifnames,
+    rule_multi_node_names,
+    rule_world_size_layout,
     rule_cpu,
     rule_nvml,
     rule_gpu,
     rule_gates_cuda_distributed,
+    rule_unreadable_files,
+    rule_nvml_faults,
 )
-from .rules_faults import RULES_FAULTS  # noqa: E402 - hostile inputs (issue 21)
-RULES += RULES_FAULTS
 
 
 def diagnose(facts, options):

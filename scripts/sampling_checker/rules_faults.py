@@ -67,4 +67,3 @@ def rule_nvml_faults(facts, options):
     return found
 
 
-RULES_FAULTS = (rule_unreadable_files, rule_nvml_faults)

@@ -12,9 +12,8 @@ def launch_value(launch, name):
     return entry["value"] if entry and entry["error"] is None else None
 
 
-def rule_launch_environment(facts, options):
+def rule_launch_values_invalid(facts, options):
     launch = facts["environment"]["launch"]
-    found = []
     invalid = {}
     for name, entry in launch.items():
         if entry["error"]:
@@ -29,9 +28,14 @@ def rule_launch_environment(facts, options):
                 invalid[name] = entry["raw"]
             elif value < 0:
                 invalid[name] = entry["raw"]
-    if invalid:
-        found.append(finding("launch-env-invalid", {"invalid": invalid},
-                             fix="unset or correct them, e.g.: unset %s" % " ".join(sorted(invalid))))
+    if not invalid:
+        return []
+    return [finding("launch-env-invalid", {"invalid": invalid},
+                    fix="unset or correct them, e.g.: unset %s" % " ".join(sorted(invalid)))]
+
+
+def rule_torch_rank_ranges(facts, options):
+    launch = facts["environment"]["launch"]
     rank, world = launch_value(launch, "RANK"), launch_value(launch, "WORLD_SIZE")
     local_rank, local_world = launch_value(launch, "LOCAL_RANK"), launch_value(launch, "LOCAL_WORLD_SIZE")
     out_of_range = {}
@@ -39,23 +43,37 @@ def rule_launch_environment(facts, options):
         out_of_range["RANK"] = {"RANK": rank, "WORLD_SIZE": world}
     if local_rank is not None and local_world is not None and local_world >= 1 and local_rank >= local_world:
         out_of_range["LOCAL_RANK"] = {"LOCAL_RANK": local_rank, "LOCAL_WORLD_SIZE": local_world}
-    if out_of_range:
-        found.append(finding("launch-rank-out-of-range", out_of_range,
-                             fix="let the launcher set ranks: torchrun --nnodes N --nproc_per_node P script.py"))
-    found.extend(rule_launcher_rank_ranges(facts, options))
+    if not out_of_range:
+        return []
+    return [finding("launch-rank-out-of-range", out_of_range,
+                    fix="let the launcher set ranks: torchrun --nnodes N --nproc_per_node P script.py")]
+
+
+def rule_local_rank_device(facts, options):
+    local_rank = launch_value(facts["environment"]["launch"], "LOCAL_RANK")
     device_count = (facts.get("cuda") or {}).get("device_count") or 0
-    if local_rank is not None and device_count > 0 and local_rank >= device_count:
-        found.append(finding("launch-local-rank-no-device", {
-            "LOCAL_RANK": local_rank, "visible_devices": device_count,
-            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
-            fix="start at most %d processes per node (torchrun --nproc_per_node %d) or widen "
-                "CUDA_VISIBLE_DEVICES" % (device_count, device_count)))
-    if ("MASTER_ADDR" in launch) != ("MASTER_PORT" in launch):
-        missing = "MASTER_PORT" if "MASTER_ADDR" in launch else "MASTER_ADDR"
-        found.append(finding("launch-master-incomplete", {
-            "MASTER_ADDR": (launch.get("MASTER_ADDR") or {}).get("raw"),
-            "MASTER_PORT": (launch.get("MASTER_PORT") or {}).get("raw"), "missing": missing},
-            fix="export %s=%s" % (missing, "29500" if missing == "MASTER_PORT" else "<hostname of rank 0>")))
+    if local_rank is None or device_count <= 0 or local_rank < device_count:
+        return []
+    return [finding("launch-local-rank-no-device", {
+        "LOCAL_RANK": local_rank, "visible_devices": device_count,
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
+        fix="start at most %d processes per node (torchrun --nproc_per_node %d) or widen "
+            "CUDA_VISIBLE_DEVICES" % (device_count, device_count))]
+
+
+def rule_master_incomplete(facts, options):
+    launch = facts["environment"]["launch"]
+    if ("MASTER_ADDR" in launch) == ("MASTER_PORT" in launch):
+        return []
+    missing = "MASTER_PORT" if "MASTER_ADDR" in launch else "MASTER_ADDR"
+    return [finding("launch-master-incomplete", {
+        "MASTER_ADDR": (launch.get("MASTER_ADDR") or {}).get("raw"),
+        "MASTER_PORT": (launch.get("MASTER_PORT") or {}).get("raw"), "missing": missing},
+        fix="export %s=%s" % (missing, "29500" if missing == "MASTER_PORT" else "<hostname of rank 0>"))]
+
+
+def rule_torchrun_slurm_mismatch(facts, options):
+    launch = facts["environment"]["launch"]
     disagreements = {}
     for torch_name, slurm_name in (("RANK", "SLURM_PROCID"), ("WORLD_SIZE", "SLURM_NTASKS"),
                                    ("LOCAL_RANK", "SLURM_LOCALID")):
@@ -64,26 +82,29 @@ def rule_launch_environment(facts, options):
             disagreements[torch_name] = {torch_name: a, slurm_name: b}
     # torchrun inside an allocation legitimately re-numbers ranks; only plain
     # srun launches should agree.
-    if disagreements and facts["environment"]["launcher"] != "torchrun":
-        found.append(finding("launch-torchrun-slurm-mismatch", disagreements,
-                             fix="derive one from the other in the job script, e.g. "
-                                 "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID"))
-    found.extend(rule_backend_requested(facts, options))
+    if not disagreements or facts["environment"]["launcher"] == "torchrun":
+        return []
+    return [finding("launch-torchrun-slurm-mismatch", disagreements,
+                    fix="derive one from the other in the job script, e.g. "
+                        "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID")]
+
+
+def rule_socket_ifnames(facts, options):
+    launch = facts["environment"]["launch"]
     interfaces = facts["environment"]["network_interfaces"]
-    if interfaces is not None:
-        missing_ifnames = {}
-        for name in SOCKET_IFNAME_VARIABLES:
-            if name in launch:
-                absent = absent_interfaces(name, launch[name]["raw"], interfaces)
-                if absent:
-                    missing_ifnames[name] = {"value": launch[name]["raw"], "absent": absent}
-        if missing_ifnames:
-            found.append(finding("launch-socket-ifname-missing", dict(missing_ifnames, interfaces=interfaces),
-                                 fix="set them to an interface listed in evidence.interfaces "
-                                     "(the one that routes to MASTER_ADDR: ip route get $MASTER_ADDR)"))
-    found.extend(rule_multi_node_names(facts))
-    found.extend(rule_world_size_layout(facts))
-    return found
+    if interfaces is None:
+        return []
+    missing_ifnames = {}
+    for name in SOCKET_IFNAME_VARIABLES:
+        if name in launch:
+            absent = absent_interfaces(name, launch[name]["raw"], interfaces)
+            if absent:
+                missing_ifnames[name] = {"value": launch[name]["raw"], "absent": absent}
+    if not missing_ifnames:
+        return []
+    return [finding("launch-socket-ifname-missing", dict(missing_ifnames, interfaces=interfaces),
+                    fix="set them to an interface listed in evidence.interfaces "
+                        "(the one that routes to MASTER_ADDR: ip route get $MASTER_ADDR)")]
 
 
 def multi_node_evidence(launch):
@@ -111,7 +132,7 @@ def node_rank(launch):
     return None
 
 
-def rule_multi_node_names(facts):
+def rule_multi_node_names(facts, options):
     """Names that resolve to loopback break a multi-node job; only /etc/hosts and literals are read."""
     environment = facts["environment"]
     launch = environment["launch"]
@@ -150,7 +171,7 @@ def rule_multi_node_names(facts):
     return found
 
 
-def rule_world_size_layout(facts):
+def rule_world_size_layout(facts, options):
     """WORLD_SIZE must equal nodes x processes per node, or the rendezvous waits for ranks that never come."""
     launch = facts["environment"]["launch"]
     # torchrun computes WORLD_SIZE itself from the nodes that joined.
