@@ -32,6 +32,7 @@ def bundle_entries():
         for name in sorted(os.listdir(folder)):
             if name.endswith(".py"):
                 entries.append(("%s/%s" % (package, name), read(os.path.join(folder, name))))
+    entries.append(("diagnostics_core/findings.json", read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json"))))
     entries.append(("diagnostics_core/docs/troubleshooting.md",
                     read(os.path.join(ROOT, "references", "troubleshooting.md"))))
     return entries

@@ -24,7 +24,7 @@ sys.dont_write_bytecode = True  # importing the shared library must not write sc
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import cli, safe_json, wheels  # noqa: E402
-from diagnostics_core.contract import Tool, script_command  # noqa: E402
+from diagnostics_core.contract import Tool, registered_findings, script_command  # noqa: E402
 from diagnostics_core.markdown import cell, code  # noqa: E402
 from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces  # noqa: E402
 from diagnostics_core.text import quote, sanitise, write_json, write_text  # noqa: E402
@@ -33,23 +33,7 @@ SCHEMA_VERSION = "1.0"
 TOOL_VERSION = "1.0.0"
 GATE = "consistent"
 
-FINDINGS = {
-    "cluster-stack-drift": ("error", "nodes run different torch/CUDA/NCCL/Python/PyG/extension builds"),
-    "cluster-cudnn-drift": ("warning", "nodes load different cuDNN versions"),
-    "cluster-launch-disagrees": ("error", "nodes were given different WORLD_SIZE, MASTER_ADDR or MASTER_PORT"),
-    "cluster-rank-duplicate": ("error", "two reports claim the same rank"),
-    "cluster-rank-missing": ("error", "ranks below WORLD_SIZE have no report"),
-    "cluster-socket-ifname-missing": ("error", "a socket-interface variable names no interface on a node"),
-    "cluster-cpu-count-differs": ("info", "nodes have different usable core counts"),
-    "cluster-report-incomplete": ("warning", "some reports lack facts needed for the comparison"),
-    "cluster-single-report": ("info", "only one report: nothing to compare"),
-    "cluster-report-unreadable": ("error", "a report file is missing, not JSON, not a checker report, or a "
-                                           "field has the wrong type"),
-    "cluster-schema-mismatch": ("error", "the reports come from checker versions with different schema majors"),
-    "cluster-compare-internal-error": ("error", "the compare script itself failed"),
-    "cluster-usage-error": ("error", "the command line is not valid"),
-    "cluster-node-launch-error": ("error", "a node's own report has a launch error"),
-}
+FINDINGS = registered_findings("compare_reports")  # id -> (severity, title)
 
 TOOL = Tool("compare_reports", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")

@@ -24,17 +24,10 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import cli  # noqa: E402
 from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E402
-from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool  # noqa: E402
+from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool, registered_findings  # noqa: E402
 from diagnostics_core.text import write_json  # noqa: E402
 
-FINDINGS = {
-    "ddp-usage-error": ("error", "the command line or an input file is not usable"),
-    "ddp-stack-missing": ("error", "torch or torch_geometric is not importable in this interpreter"),
-    "ddp-rank-failed": ("error", "a rank raised or died, so the job stopped"),
-    "ddp-internal-error": ("error", "the recipe's launcher itself failed"),
-    "neighbor-sampling-unavailable": ("error", "no neighbour-sampling backend (pyg-lib or torch-sparse) is "
-                                               "importable"),
-}
+FINDINGS = registered_findings("ddp_neighbor_training")  # id -> (severity, title)
 TOOL = Tool("ddp_neighbor_training", "1.1.0", "1.0", FINDINGS, usage_id="ddp-usage-error",
             internal_id="ddp-internal-error", meta_key="tool")
 

@@ -26,7 +26,8 @@ TOOLS = {
     "profile_loader": "profile-loader-usage-error",
 }
 LIBRARY = ("diagnostics_core",)
-TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",)}
+TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
+                 "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",)}
 EXPLAIN_MAX_LINES = 80
 
 

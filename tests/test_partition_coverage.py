@@ -70,8 +70,9 @@ def test_the_undamaged_partitions_have_none_of_these_findings(roots):
 
 def test_a_rule_that_breaks_is_an_internal_error_with_json(roots):
     code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_partition as tool\n"
+            "import partition_checker.rules as rules\n"
             "def broken(facts, options):\n    raise KeyError('rule bug')\n"
-            "tool.RULES = tool.RULES + (broken,)\n"
+            "rules.RULES = rules.RULES + (broken,)\n"
             "sys.exit(tool.main([%r]))" % (SCRIPT, str(ROOT / "scripts"), roots["homo"]))
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
     document = json.loads(completed.stdout)

@@ -294,11 +294,22 @@ def test_real_loader_batch_fails_where_the_contract_is_broken(runs, case, error_
 # Records cut short ------------------------------------------------------------------
 
 def load_checker_module():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("check_store_contract_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The store checker's modules as one namespace (imported from scripts/ without writing bytecode)."""
+    import importlib
+    import types
+    scripts = os.path.join(REPO, "scripts")
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        if scripts not in sys.path:
+            sys.path.insert(0, scripts)
+        modules = [importlib.import_module("store_checker." + name)
+                   for name in ("findings", "gather", "rules", "run", "cli")]
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
+    namespace = types.SimpleNamespace()
+    for module in modules:
+        namespace.__dict__.update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
+    return namespace
 
 
 CRASH_SHAPES = [

@@ -63,8 +63,9 @@ def test_the_reference_pair_has_none_of_these_findings():
 def test_a_rule_that_breaks_is_an_internal_error_with_json():
     """The checker's own failure path: a rule raising is exit 3 with store-checker-internal-error."""
     code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_store_contract as tool\n"
+            "import store_checker.rules as rules\n"
             "def broken(facts, options):\n    raise KeyError('rule bug')\n"
-            "tool.RULES = tool.RULES + (broken,)\n"
+            "rules.RULES = rules.RULES + (broken,)\n"
             "sys.exit(tool.main(['%s:homo_pair', '--skip-sampling']))" % (SCRIPT, str(ROOT / "scripts"), FIXTURES))
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, cwd=ROOT)
     document = json.loads(completed.stdout)

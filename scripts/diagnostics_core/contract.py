@@ -27,6 +27,15 @@ ok and exit codes (the same in every tool of this skill):
 """
 
 
+def registered_findings(tool_name):
+    """The tool's finding table, id -> (severity, title), from findings.json beside this module: every
+    tool's ids in one registry, read as data (in a zipapp too)."""
+    import json
+    import pkgutil
+    table = json.loads(pkgutil.get_data(__name__.rpartition(".")[0], "findings.json").decode("utf-8"))
+    return dict((finding_id, tuple(entry)) for finding_id, entry in table[tool_name].items())
+
+
 class Tool(object):
     """What one tool declares: its name, versions and finding table. The rest is shared."""
 

@@ -288,13 +288,14 @@ class CallReporter(ChildReporter):
 CALL_GRACE_S = 2.0  # a call still running this long past its bound is ended by killing the child
 
 
-def run_call_child(command, env, deadline=float("inf")):
+def run_call_child(command, env, deadline=float("inf"), on_progress=None):
     """Parent side of CallReporter: run the child in the sandbox and collect what it published.
 
     A call that outlives its announced bound by CALL_GRACE_S (blocked in C
     with the GIL held, so the child's own thread-based bound cannot fire) is
-    ended by killing the child. -> (facts, done record or None, the call
-    running at the end or None, SandboxResult).
+    ended by killing the child. `on_progress`, if given, sees each "progress",
+    "facts" and "append" record as it arrives (a tool showing progress).
+    -> (facts, done record or None, the call running at the end or None, SandboxResult).
     """
     facts, calls, state = {}, [], {"done": None}  # calls: the announced calls still running, outermost first
 
@@ -312,6 +313,8 @@ def run_call_child(command, env, deadline=float("inf")):
             facts.setdefault(record.get("key"), []).append(record.get("value"))
         elif event == "done":
             state["done"] = record
+        if on_progress is not None and event in ("progress", "append", "facts"):
+            on_progress(record)
 
     def watch(now):
         for call in calls:

@@ -61,8 +61,7 @@ def profile(options, started):
     entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profile_loader.py")
     command = [sys.executable, "-B", entry, CHILD_FLAG, json.dumps(child_options)]
     say("profiling for up to %.0f s (--budget)" % options.budget)
-    from .call_child import run_call_child_live
-    facts, done, running, outcome = run_call_child_live(command, sandbox.child_environment(), deadline, progress)
+    facts, done, running, outcome = sandbox.run_call_child(command, sandbox.child_environment(), deadline, progress)
     facts.setdefault("configs", [])
     child = sandbox.call_child_summary(outcome)
     child.update(killed_for=outcome.killed_for, stderr_tail=outcome.stderr_tail[-3000:], running=running)

@@ -1,0 +1,126 @@
+"""The partition checker's command line: metadata commands (--help, --list-findings, --explain) load
+nothing beyond this module, the finding table, the renderer and the shared library."""
+
+import os
+import time
+
+from diagnostics_core import calls, cli
+from diagnostics_core.calls import CallerState, error_text
+from diagnostics_core.text import write_json
+from .findings import DEFAULT_MAX_PARTS, DEFAULT_TIMEOUT, MAX_PARTS_LIMIT, TOOL
+from .run import render, run_child
+
+
+USAGE = """\
+%(prog)s ROOT [--labels PATH] [--label-node-type TYPE] [--allow-pickle]
+       [--timeout SECONDS] [--max-parts N] [--pretty]
+       %(prog)s --list-findings"""
+
+
+EPILOG = """\
+exit codes:
+  0  the gate "contract" passed: every check passed and PyG's from_partition
+     loads every part (warnings or info may remain)
+  1  the gate "contract" failed: at least one error finding (see "parts" for
+     PyG's own verdict per part)
+  2  usage error: a bad flag or value, ROOT not a directory, or torch/
+     torch_geometric missing in this interpreter (partition-stack-missing);
+     one line on stderr and a JSON document whose finding says so
+  3  internal error in the checker; the JSON says so in "findings"
+
+what it guarantees:
+  Exactly one JSON document on stdout; warnings on stderr. Read-only: the
+  folder is never modified and no file, directory or socket is created.
+  Files are unpickled only as PyG would with weights_only=True. A file that
+  fails that is scanned with pickletools (nothing executed): one that names
+  anything beyond containers and tensors is reported as code and never
+  loaded; --allow-pickle loads the others with weights_only=False through an
+  unpickler that refuses every other name. Type names in META.json cannot
+  reach outside ROOT. Loading runs in a child process: a load that crashes
+  is reported (partition-load-crashed), one that runs past --timeout is ended
+  even when it blocks in C, after which no further file is opened.
+
+labels and seeds:
+  Partitioner writes no labels. PyG's distributed example saves them as
+  <parent>/<dataset>-label/label.pt and seed splits as
+  <parent>/<dataset>-{train,val,test}-partitions/partition<N>.pt next to ROOT;
+  both are found there automatically, or pass --labels.
+
+examples:
+  python scripts/check_partition.py data/partitions/products/2-parts/products-partitions --pretty
+  python scripts/check_partition.py parts/ --labels parts-label/label.pt
+  python scripts/check_partition.py parts/ --labels paper_y.pt --label-node-type paper
+  python scripts/check_partition.py parts/ | jq '.parts[] | {index, from_partition}'
+"""
+
+
+def build_parser():
+    parser = cli.make_parser(
+        TOOL, usage=USAGE, epilog=EPILOG,
+        description="Validate a partition folder written by torch_geometric.distributed.Partitioner before "
+                    "training: META.json, part_N/ folders and files, node/edge map coverage, offsets, type "
+                    "lists, feature rows, labels and seed splits, and PyG's own from_partition verdict for every "
+                    "part on this torch. Prints one JSON document with findings (evidence, fix, docs anchor).")
+    parser.add_argument("root", nargs="?", metavar="ROOT", help="the folder holding META.json and part_0/, ...")
+    parser.add_argument("--labels", metavar="PATH",
+                        help="label tensor to check (default: <parent>/*-label/label.pt, if present)")
+    parser.add_argument("--label-node-type", metavar="TYPE",
+                        help="node type the labels belong to (heterogeneous partitions; default: the one type "
+                             "whose node count equals the label rows)")
+    parser.add_argument("--allow-pickle", action="store_true",
+                        help="load files PyG would load with weights_only=False that way, but only files a "
+                             "pickletools scan proves hold nothing but containers and tensors, through an "
+                             "unpickler that refuses any other name (a file holding code is never loaded)")
+    parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
+                        help="bound on each file load (default %(default)s)")
+    parser.add_argument("--max-parts", metavar="N", type=max_parts, default=DEFAULT_MAX_PARTS,
+                        help="check parts 0..N-1 at most (default %(default)s); the rest are named in "
+                             "partition-output-capped, so output and time stay bounded")
+    return parser
+
+
+def max_parts(text):
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a whole number of parts, got %r" % text)
+    if not 1 <= value <= MAX_PARTS_LIMIT:
+        raise argparse.ArgumentTypeError("must be between 1 and %d, got %s" % (MAX_PARTS_LIMIT, text))
+    return value
+
+
+def check_command_line(parser, options):
+    if not options.root:
+        parser.error("ROOT is required")
+    if not os.path.isdir(options.root):
+        parser.error("ROOT %r is not a directory" % options.root)
+    if options.labels and not os.path.isfile(options.labels):
+        parser.error("--labels %r is not a file" % options.labels)
+    calls.require_torch_stack(TOOL, "partition-stack-missing")
+
+
+def main(argv=None):
+    started = time.time()
+    parser = build_parser()
+    try:
+        options = parser.parse_args(argv)
+        answered = cli.metadata_command(TOOL, options)
+        if answered is not None:
+            return answered
+        check_command_line(parser, options)
+    except cli.UsageError as error:
+        document, exit_code = render({}, [error.finding(TOOL)], None, started, usage_error=True)
+        return cli.refuse(TOOL, error, document)
+    from .rules import diagnose  # the rules load only for a run
+    state, facts, findings = CallerState(), {}, []
+    try:
+        facts, state = run_child(options)
+        findings = diagnose(facts, options, state)
+        document, exit_code = render(facts, findings, options, started)
+    except Exception as error:
+        import traceback
+        document, exit_code = render(facts, findings, options, started, internal_error={
+            "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
+    write_json(document, options.pretty)
+    return exit_code
