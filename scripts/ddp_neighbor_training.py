@@ -137,21 +137,7 @@ def refuse(error):
 # Command line
 # --------------------------------------------------------------------------
 
-def fan_outs(text):
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if not values or any(v == 0 or v < -1 for v in values):
-        raise argparse.ArgumentTypeError(f"each fan-out must be positive or -1 (all neighbours), got {text!r}")
-    return values
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+POSITIVE = cli.whole_number(1)
 
 
 def parse_args(argv=None):
@@ -162,7 +148,7 @@ def parse_args(argv=None):
                     "(FeatureStore, GraphStore) pair. A template: copy it and swap the data loading.",
         epilog=EPILOG)
     launch = parser.add_argument_group("launch")
-    launch.add_argument("--nprocs", type=positive_int, default=None,
+    launch.add_argument("--nprocs", type=POSITIVE, default=None,
                         help="self-spawn this many workers (default: one per visible GPU, or 2 "
                              "without GPUs); ignored under torchrun")
     launch.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
@@ -185,17 +171,17 @@ def parse_args(argv=None):
     data.add_argument("--store", action="store_true",
                       help="feed the loaders from a (LocalFeatureStore, LocalGraphStore) pair built from "
                            "the data: the place to plug in a remote feature/graph backend")
-    data.add_argument("--num-nodes", type=positive_int, default=1000,
+    data.add_argument("--num-nodes", type=POSITIVE, default=1000,
                       help="synthetic graph size (default 1000)")
-    data.add_argument("--num-classes", type=positive_int, default=4,
+    data.add_argument("--num-classes", type=POSITIVE, default=4,
                       help="synthetic communities = classes (default 4)")
     train = parser.add_argument_group("training")
-    train.add_argument("--num-neighbors", type=fan_outs, default=[10, 5], metavar="K1,K2,...",
+    train.add_argument("--num-neighbors", type=cli.fan_outs, default=[10, 5], metavar="K1,K2,...",
                        help="fan-out per hop, -1 for all neighbours; also the number of GraphSAGE "
                             "layers (default 10,5)")
-    train.add_argument("--batch-size", type=positive_int, default=64, help="seed nodes per batch (default 64)")
-    train.add_argument("--epochs", type=positive_int, default=3, help="default 3")
-    train.add_argument("--hidden-channels", type=positive_int, default=64, help="default 64")
+    train.add_argument("--batch-size", type=POSITIVE, default=64, help="seed nodes per batch (default 64)")
+    train.add_argument("--epochs", type=POSITIVE, default=3, help="default 3")
+    train.add_argument("--hidden-channels", type=POSITIVE, default=64, help="default 64")
     train.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
     train.add_argument("--num-workers", type=int, default=0,
                        help="NeighborLoader worker processes per rank (default 0: sample in the rank)")

@@ -53,6 +53,35 @@ def seconds(text):
     return value
 
 
+def whole_number(low=1, high=None):
+    """argparse type factory: an integer in [low, high] (no upper bound when high is None)."""
+    import argparse
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError("expected a whole number %s, got %r" % (
+                ">= %d" % low if high is None else "between %d and %d" % (low, high), text))
+        return value
+    return parse
+
+
+def fan_outs(text):
+    """argparse type of --num-neighbors: per-hop counts, each positive or -1 (all neighbours)."""
+    import argparse
+    try:
+        hops = [int(part) for part in text.split(",")]
+    except ValueError:
+        hops = []
+    if not hops or any(hop == 0 or hop < -1 for hop in hops):
+        raise argparse.ArgumentTypeError("expected comma-separated fan-outs, each positive or -1 (all "
+                                         "neighbours), such as 10,5; got %r" % text)
+    return hops
+
+
 def docs_path():
     """Absolute path of references/troubleshooting.md beside the skill's scripts or where a wheel put it."""
     here = os.path.dirname(os.path.abspath(__file__))

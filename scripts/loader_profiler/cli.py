@@ -57,6 +57,9 @@ examples:
 """
 
 
+POSITIVE = shared_cli.whole_number(1)
+
+
 def build_parser():
     parser = shared_cli.make_parser(
         TOOL, usage=USAGE, epilog=EPILOG,
@@ -70,9 +73,9 @@ def build_parser():
     source.add_argument("--store", metavar="MODULE:CALLABLE",
                         help="a callable returning (FeatureStore, GraphStore); MODULE is imported from the current "
                              "directory, or give path/to/file.py:CALLABLE")
-    parser.add_argument("--num-neighbors", metavar="N,N,...", type=fan_out, default=[10, 5],
+    parser.add_argument("--num-neighbors", metavar="N,N,...", type=shared_cli.fan_outs, default=[10, 5],
                         help="fan-out per hop, as num_neighbors (default 10,5; -1 takes all neighbours)")
-    parser.add_argument("--batch-size", metavar="N", type=positive, default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batch-size", metavar="N", type=POSITIVE, default=1024, help="seeds per batch (default 1024)")
     parser.add_argument("--input-nodes", metavar="SPEC",
                         help="seed nodes: ATTR of a Data (a mask or index tensor, e.g. train_mask), TYPE or "
                              "TYPE:ATTR of a HeteroData or heterogeneous store (default: every node)")
@@ -80,10 +83,10 @@ def build_parser():
     parser.add_argument("--input-edges", metavar="SRC,REL,DST", type=edge_type,
                         help="with --link: the edge type whose edges are the seeds (heterogeneous graphs)")
     parser.add_argument("--no-shuffle", action="store_true", help="shuffle=False (default: shuffle=True, as in training)")
-    parser.add_argument("--ranks-per-node", metavar="N", type=positive, default=1,
+    parser.add_argument("--ranks-per-node", metavar="N", type=POSITIVE, default=1,
                         help="run N loaders at once in separate processes, as N DDP ranks on one node do, and "
                              "measure their aggregate; each gets 1/N of the cores (default 1)")
-    parser.add_argument("--max-workers", metavar="N", type=positive,
+    parser.add_argument("--max-workers", metavar="N", type=POSITIVE,
                         help="largest num_workers to try (default: the cores each rank gets)")
     parser.add_argument("--budget", metavar="SECONDS", type=shared_cli.seconds, default=DEFAULT_BUDGET_S,
                         help="bound on the whole run's wall time (default %(default)g)")
@@ -103,28 +106,6 @@ def synthetic_size(text):
     if nodes < 2 or edges < 1 or features < 1:
         raise argparse.ArgumentTypeError("needs NODES >= 2, EDGES >= 1, FEATURES >= 1, got %r" % text)
     return [nodes, edges, features]
-
-
-def fan_out(text):
-    import argparse
-    try:
-        hops = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected comma-separated integers such as 10,5, got %r" % text)
-    if not hops or any(h < -1 for h in hops):
-        raise argparse.ArgumentTypeError("each hop is a count >= 0, or -1 for all neighbours, got %r" % text)
-    return hops
-
-
-def positive(text):
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text)
-    return value
 
 
 def edge_type(text):

@@ -73,21 +73,10 @@ def build_parser():
                              "unpickler that refuses any other name (a file holding code is never loaded)")
     parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
                         help="bound on each file load (default %(default)s)")
-    parser.add_argument("--max-parts", metavar="N", type=max_parts, default=DEFAULT_MAX_PARTS,
+    parser.add_argument("--max-parts", metavar="N", type=cli.whole_number(1, MAX_PARTS_LIMIT), default=DEFAULT_MAX_PARTS,
                         help="check parts 0..N-1 at most (default %(default)s); the rest are named in "
                              "partition-output-capped, so output and time stay bounded")
     return parser
-
-
-def max_parts(text):
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a whole number of parts, got %r" % text)
-    if not 1 <= value <= MAX_PARTS_LIMIT:
-        raise argparse.ArgumentTypeError("must be between 1 and %d, got %s" % (MAX_PARTS_LIMIT, text))
-    return value
 
 
 def check_command_line(parser, options):
