@@ -641,9 +641,8 @@ def main(argv=None):
         stderr_line(error.line)
         document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
     except Exception as error:  # still one document, saying what broke
-        import traceback
-        document, exit_code = render(entries, findings, summary, started, internal_error={
-            "error": "%s: %s" % (type(error).__name__, error), "traceback": traceback.format_exc()[-3000:]})
+        document, exit_code = render(entries, findings, summary, started, internal_error=cli.internal_error(
+            error, lambda e: "%s: %s" % (type(e).__name__, e)))
     emit(document, options)
     return exit_code
 

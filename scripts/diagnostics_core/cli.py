@@ -150,6 +150,27 @@ def metadata_command(tool, options):
     return None
 
 
+def parse_or_answer(tool, parser, argv, check, usage_document):
+    """Parse the command line; -> (options, None) to run, or (None, exit code) when a metadata
+    command answered or the line was refused. `check(parser, options)` may call parser.error;
+    `usage_document(finding)` renders the tool's usage-error document."""
+    try:
+        options = parser.parse_args(argv)
+        answered = metadata_command(tool, options)
+        if answered is not None:
+            return None, answered
+        check(parser, options)
+    except UsageError as error:
+        return None, refuse(tool, error, usage_document(error.finding(tool)))
+    return options, None
+
+
+def internal_error(error, describe):
+    """The evidence of an internal-error finding: what broke, described by `describe`, and where."""
+    import traceback
+    return {"error": describe(error), "traceback": traceback.format_exc()[-3000:]}
+
+
 def refuse(tool, error, document):
     """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
     from .markdown import stderr_line

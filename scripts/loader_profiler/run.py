@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+from diagnostics_core import cli as shared_cli
 from diagnostics_core import sandbox
 from diagnostics_core.markdown import terminal_line
 from diagnostics_core.text import describe_exception
@@ -44,9 +45,8 @@ def run(options, started):
         gates = {"measured": {"passed": count > 0, "configs_measured": count}}
         document, exit_code = render(facts, findings, gates, options, started)
     except Exception as error:  # still one JSON document, saying what broke
-        import traceback
-        document, exit_code = render(facts, findings, gates, options, started, internal_error={
-            "error": describe_exception(error), "traceback": traceback.format_exc()[-3000:]})
+        document, exit_code = render(facts, findings, gates, options, started,
+                                     internal_error=shared_cli.internal_error(error, describe_exception))
     output(document, options)
     return exit_code
 

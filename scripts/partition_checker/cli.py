@@ -91,16 +91,10 @@ def check_command_line(parser, options):
 
 def main(argv=None):
     started = time.time()
-    parser = build_parser()
-    try:
-        options = parser.parse_args(argv)
-        answered = cli.metadata_command(TOOL, options)
-        if answered is not None:
-            return answered
-        check_command_line(parser, options)
-    except cli.UsageError as error:
-        document, exit_code = render({}, [error.finding(TOOL)], None, started, usage_error=True)
-        return cli.refuse(TOOL, error, document)
+    options, answered = cli.parse_or_answer(TOOL, build_parser(), argv, check_command_line, lambda finding: render(
+        {}, [finding], None, started, usage_error=True)[0])
+    if options is None:
+        return answered
     from .rules import diagnose  # the rules load only for a run
     state, facts, findings = CallerState(), {}, []
     try:
@@ -108,8 +102,7 @@ def main(argv=None):
         findings = diagnose(facts, options, state)
         document, exit_code = render(facts, findings, options, started)
     except Exception as error:
-        import traceback
-        document, exit_code = render(facts, findings, options, started, internal_error={
-            "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
+        document, exit_code = render(facts, findings, options, started,
+                                     internal_error=cli.internal_error(error, error_text))
     write_json(document, options.pretty)
     return exit_code

@@ -178,9 +178,8 @@ def probe_and_diagnose(python, choice, answer, options, started, terminal):
 
 
 def internal_error_document(error, facts, findings, gates, options, started):
-    import traceback
-    return render(facts, findings, gates, options, started, internal_error={
-        "error": describe_exception(error), "traceback": traceback.format_exc()[-3000:]})
+    from diagnostics_core.cli import internal_error
+    return render(facts, findings, gates, options, started, internal_error=internal_error(error, describe_exception))
 
 
 def static_stage_document(evidence, choice, options, started):

@@ -128,17 +128,10 @@ def check_command_line(parser, options):
 
 def main(argv=None):
     started = time.time()
-    parser = build_parser()
-    try:
-        options = parser.parse_args(argv)
-        answered = cli.metadata_command(TOOL, options)
-        if answered is not None:
-            return answered
-        check_command_line(parser, options)
-    except cli.UsageError as error:
-        document, exit_code = render({}, [error.finding(TOOL)], NoOptions(), CallerState(), started,
-                                     usage_error=True)
-        return cli.refuse(TOOL, error, document)
+    options, answered = cli.parse_or_answer(TOOL, build_parser(), argv, check_command_line, lambda finding: render(
+        {}, [finding], NoOptions(), CallerState(), started, usage_error=True)[0])
+    if options is None:
+        return answered
     from .rules import diagnose  # the rules load only for a run
     state, facts, findings = CallerState(), {}, []
     try:
@@ -147,11 +140,9 @@ def main(argv=None):
         not_found = (facts.get("setup") or {}).get("status") == "not-found"
         document, exit_code = render(facts, findings, options, state, started, usage_error=not_found)
         if not_found:
-            stderr_line("check_store_contract.py: error: %s (store-reference-not-found)"
-                                               % facts["setup"]["error"])
+            stderr_line("check_store_contract.py: error: %s (store-reference-not-found)" % facts["setup"]["error"])
     except Exception as error:
-        import traceback
-        document, exit_code = render(facts, findings, options, state, started, internal_error={
-            "error": error_text(error), "traceback": traceback.format_exc()[-3000:]})
+        document, exit_code = render(facts, findings, options, state, started,
+                                     internal_error=cli.internal_error(error, error_text))
     write_json(document, options.pretty)
     return exit_code
