@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write check_sampling_backends.pyz: the checker as one file to copy to a bare cluster node.
+"""Write the generated files: check_sampling_backends.pyz, the checker as one file to copy to a bare
+cluster node, and each packaged tool's help.txt (its --help, printed without loading argparse).
 
 The bundle is a zipapp (PEP 441) of the entry file, the sampling_checker package, the shared
 diagnostics_core library and references/troubleshooting.md (for --explain). It runs with any
@@ -21,7 +22,31 @@ SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(SCRIPTS)
 BUNDLE = os.path.join(SCRIPTS, "check_sampling_backends.pyz")
 PACKAGES = ("diagnostics_core", "sampling_checker")
+# tool entry file -> the package holding its cli.build_parser(); help.txt goes into that package
+HELP_TOOLS = {"check_sampling_backends.py": "sampling_checker", "check_store_contract.py": "store_checker",
+              "check_partition.py": "partition_checker", "profile_loader.py": "loader_profiler"}
+HELP_COLUMNS = "80"  # argparse's width when stdout is no terminal and COLUMNS is unset
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def help_text(script, package):
+    """What `python3 scripts/SCRIPT --help` prints through argparse, at the default width."""
+    import importlib
+    os.environ["COLUMNS"] = HELP_COLUMNS
+    sys.dont_write_bytecode = True
+    if SCRIPTS not in sys.path:
+        sys.path.insert(0, SCRIPTS)
+    parser = importlib.import_module(package + ".cli").build_parser()
+    parser.prog = script
+    return parser.format_help().encode("utf-8")
+
+
+def generated_files():
+    """(path, function giving its bytes) of every file this script writes, the help texts first: the
+    bundle holds the checker's."""
+    files = [(os.path.join(SCRIPTS, package, "help.txt"), lambda s=script, p=package: help_text(s, p))
+             for script, package in sorted(HELP_TOOLS.items())]
+    return files + [(BUNDLE, bundle_bytes)]
 
 
 def bundle_entries():
@@ -30,7 +55,7 @@ def bundle_entries():
     for package in PACKAGES:
         folder = os.path.join(SCRIPTS, package)
         for name in sorted(os.listdir(folder)):
-            if name.endswith(".py"):
+            if name.endswith(".py") or name == "help.txt":
                 entries.append(("%s/%s" % (package, name), read(os.path.join(folder, name))))
     entries.append(("diagnostics_core/findings.json", read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json"))))
     entries.append(("diagnostics_core/docs/troubleshooting.md",
@@ -55,21 +80,26 @@ def bundle_bytes():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Write (or with --check, compare) %s." % os.path.basename(BUNDLE))
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed bundle is out of date")
-    parser.add_argument("--output", default=BUNDLE, help="where to write (default: %(default)s)")
+    parser = argparse.ArgumentParser(description="Write (or with --check, compare) the generated files.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a committed generated file is out of date")
     options = parser.parse_args(argv)
-    data = bundle_bytes()
-    if options.check:
-        current = read(options.output) if os.path.isfile(options.output) else b""
-        if current != data:
-            sys.stderr.write("%s is out of date: run python3 scripts/build_bundle.py\n" % options.output)
-            return 1
-        return 0
-    with open(options.output, "wb") as handle:
-        handle.write(data)
-    os.chmod(options.output, 0o755)
-    sys.stderr.write("wrote %s (%d bytes)\n" % (options.output, len(data)))
+    stale = []
+    for path, make in generated_files():
+        data = make()
+        current = read(path) if os.path.isfile(path) else b""
+        if current == data:
+            continue
+        if options.check:
+            stale.append(path)
+            continue
+        with open(path, "wb") as handle:
+            handle.write(data)
+        if path == BUNDLE:
+            os.chmod(path, 0o755)
+        sys.stderr.write("wrote %s (%d bytes)\n" % (path, len(data)))
+    if stale:
+        sys.stderr.write("out of date: %s; run python3 scripts/build_bundle.py\n" % ", ".join(stale))
+        return 1
     return 0
 
 

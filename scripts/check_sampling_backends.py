@@ -23,7 +23,6 @@ only this file, must stay parseable by Python 2.7 so that the refusal below can
 run (tests/test_first_run.py runs it under 2.7, 3.6 and 3.7).
 """
 
-import json
 import os
 import sys
 
@@ -35,6 +34,7 @@ MIN_PYTHON = (3, 8)
 
 def refuse_old_python():
     """Under Python < 3.8: one stderr line, a JSON finding, exit 2 (2.7-compatible code)."""
+    import json
     version = ".".join(str(part) for part in sys.version_info[:3])
     line = ("check_sampling_backends.py: error: this is Python %s; the checker needs Python 3.8+ "
             "(run it with python3.8 or newer, e.g. python3 scripts/check_sampling_backends.py)" % version)
@@ -62,6 +62,10 @@ if _here not in sys.path:
 
 
 def main(argv=None):
+    from diagnostics_core.fast import answer
+    answered = answer("sampling_checker", "check_sampling_backends", argv)  # before argparse loads
+    if answered is not None:
+        return answered
     from sampling_checker.cli import main as checker_main
     return checker_main(argv)
 

@@ -35,6 +35,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv=None):
+    from diagnostics_core.fast import answer
+    answered = answer("store_checker", "check_store_contract", argv)  # before argparse loads
+    if answered is not None:
+        return answered
     from store_checker.cli import main as checker_main
     return checker_main(argv)
 

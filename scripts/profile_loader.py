@@ -24,6 +24,10 @@ if _here not in sys.path:
 
 
 def main(argv=None):
+    from diagnostics_core.fast import answer
+    answered = answer("loader_profiler", "profile_loader", argv)  # before argparse loads
+    if answered is not None:
+        return answered
     from loader_profiler.cli import main as profiler_main
     return profiler_main(argv)
 

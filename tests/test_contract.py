@@ -147,6 +147,35 @@ def test_no_tool_imports_another_tool():
         assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
 
 
+def test_the_finding_registry_keeps_one_tool_a_block_and_one_id_a_line():
+    """The metadata fast path finds an id by its line (diagnostics_core/fast.py): the layout is checked here."""
+    registry = SCRIPTS / "diagnostics_core" / "findings.json"
+    text = registry.read_text()
+    table = json.loads(text)
+    assert sorted(table) == sorted(TOOLS)
+    for tool, findings in table.items():
+        block = text[text.index('\n  "%s": {\n' % tool):]
+        block = block[:block.index("\n  }")]
+        for finding_id, (severity, title) in findings.items():
+            assert '\n    "%s": [' % finding_id in block, (tool, finding_id)
+            assert severity in ("error", "warning", "info") and title
+
+
+def test_the_fast_metadata_answers_match_argparse(tmp_path):
+    """--help, --list-findings and --explain ID answered before argparse print what the full path prints."""
+    slow = ("import sys; sys.argv[0] = '{tool}.py'; sys.path.insert(0, %r); from {package}.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    packages = {"check_sampling_backends": "sampling_checker", "check_store_contract": "store_checker",
+                "check_partition": "partition_checker", "profile_loader": "loader_profiler"}
+    for tool, package in sorted(packages.items()):
+        for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", TOOLS[tool]], ["--help"]):
+            fast = run_tool(tool, *args, env=dict(os.environ, COLUMNS="80"))
+            full = subprocess.run([sys.executable, "-c", slow.format(tool=tool, package=package) % str(SCRIPTS), *args],
+                                  capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="80"),
+                                  cwd=tmp_path)
+            assert fast.returncode == full.returncode == 0 and fast.stdout == full.stdout, (tool, args)
+
+
 def test_the_bundle_is_what_the_build_script_writes():
     completed = subprocess.run([sys.executable, str(SCRIPTS / "build_bundle.py"), "--check"],
                                capture_output=True, text=True, timeout=60)

@@ -4,7 +4,8 @@
 import os
 import sys
 
-from .contract import DOCS, EXIT_OK, EXIT_USAGE
+from .contract import EXIT_OK, EXIT_USAGE
+from .fast import doc_section, docs_path, docs_text  # noqa: F401  (docs_path: the tools' reports name it)
 from .text import write_json, write_text
 
 TIMEOUT_RANGE = (1.0, 3600.0)  # seconds, for every tool's --timeout-like flag
@@ -80,49 +81,6 @@ def fan_outs(text):
         raise argparse.ArgumentTypeError("expected comma-separated fan-outs, each positive or -1 (all "
                                          "neighbours), such as 10,5; got %r" % text)
     return hops
-
-
-def docs_path():
-    """Absolute path of references/troubleshooting.md beside the skill's scripts or where a wheel put it."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (os.path.join(here, "..", "..", DOCS),
-                      os.path.join(sys.prefix, "share", "scalable-distributed", DOCS)):
-        if os.path.isfile(candidate):
-            return os.path.normpath(candidate)
-    return None
-
-
-def docs_text():
-    """The troubleshooting reference's text: from docs_path(), or from inside a zipapp; None if absent."""
-    path = docs_path()
-    if path:
-        with open(path, "r", encoding="utf-8") as handle:
-            return handle.read()
-    import pkgutil
-    try:
-        data = pkgutil.get_data(__name__.rpartition(".")[0], "docs/troubleshooting.md")
-    except (OSError, ValueError):
-        return None
-    return data.decode("utf-8") if data is not None else None
-
-
-def doc_section(text, heading):
-    """The section under `### heading` up to the next heading of level 1 to 3 outside a code fence
-    (a `# comment` in a shell block is no heading), or None."""
-    lines = text.splitlines()
-    try:
-        start = lines.index("### " + heading)
-    except ValueError:
-        return None
-    end, fenced = start + 1, False
-    while end < len(lines):
-        line = lines[end]
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif not fenced and line.split(" ", 1)[0] in ("#", "##", "###") and " " in line:
-            break
-        end += 1
-    return "\n".join(lines[start:end]).rstrip() + "\n"
 
 
 def explain(tool, finding_id):

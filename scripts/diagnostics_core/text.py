@@ -1,6 +1,5 @@
 """Text that goes into JSON: valid UTF-8, no lone surrogates, bounded length; the one JSON writer."""
 
-import json
 import os
 import re
 
@@ -97,6 +96,7 @@ def sanitise(value, limit=TEXT_LIMIT):
 def dumps(document, pretty=False):
     """The one way the tools turn a document into JSON text (write it as UTF-8 bytes)."""
     separators = None if pretty else (",", ":")  # compact means no padding spaces either
+    import json  # here, not at the top: the metadata commands that print no JSON never load it
     return json.dumps(sanitise(document), indent=2 if pretty else None, separators=separators,
                       ensure_ascii=False, allow_nan=False)
 
