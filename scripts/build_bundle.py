@@ -24,7 +24,8 @@ BUNDLE = os.path.join(SCRIPTS, "check_sampling_backends.pyz")
 PACKAGES = ("diagnostics_core", "sampling_checker")
 # tool entry file -> the package holding its cli.build_parser(); help.txt goes into that package
 HELP_TOOLS = {"check_sampling_backends.py": "sampling_checker", "check_store_contract.py": "store_checker",
-              "check_partition.py": "partition_checker", "profile_loader.py": "loader_profiler"}
+              "check_partition.py": "partition_checker", "profile_loader.py": "loader_profiler",
+              "compare_reports.py": "cluster_compare"}
 HELP_COLUMNS = "80"  # argparse's width when stdout is no terminal and COLUMNS is unset
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 

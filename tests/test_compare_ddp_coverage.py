@@ -68,8 +68,9 @@ def test_compare_bad_format_is_a_usage_error(tmp_path):
 def test_compare_internal_error_still_prints_json(tmp_path):
     a, b = static_report(tmp_path, "node0", None), static_report(tmp_path, "node1", None)
     code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import compare_reports as tool\n"
+            "import cluster_compare.rules as rules\n"
             "def broken(*args):\n    raise KeyError('rule bug')\n"
-            "tool.rule_ranks = broken\n"
+            "rules.rule_ranks = broken\n"
             "sys.exit(tool.main([%r, %r]))" % (COMPARE, str(ROOT / "scripts"), str(a), str(b)))
     completed, document = run([sys.executable, "-c", code])
     assert completed.returncode == 3 and document["status"] == "internal-error"

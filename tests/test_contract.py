@@ -27,7 +27,8 @@ TOOLS = {
 }
 LIBRARY = ("diagnostics_core",)
 TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
-                 "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",)}
+                 "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",),
+                 "compare_reports": ("cluster_compare",)}
 EXPLAIN_MAX_LINES = 80
 
 
@@ -166,7 +167,8 @@ def test_the_fast_metadata_answers_match_argparse(tmp_path):
     slow = ("import sys; sys.argv[0] = '{tool}.py'; sys.path.insert(0, %r); from {package}.cli import main; "
             "sys.exit(main(sys.argv[1:]))")
     packages = {"check_sampling_backends": "sampling_checker", "check_store_contract": "store_checker",
-                "check_partition": "partition_checker", "profile_loader": "loader_profiler"}
+                "check_partition": "partition_checker", "profile_loader": "loader_profiler",
+                "compare_reports": "cluster_compare"}
     for tool, package in sorted(packages.items()):
         for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", TOOLS[tool]], ["--help"]):
             fast = run_tool(tool, *args, env=dict(os.environ, COLUMNS="80"))

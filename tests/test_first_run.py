@@ -58,7 +58,7 @@ def test_readme_quick_start_is_two_commands_with_a_venv_outside_the_skill():
     test_command = readme_line_after("<!-- test-command -->")
     assert test_command == commands[1]
     assert test_command == ('python3 -m venv ~/.venvs/scalable-distributed && ~/.venvs/scalable-distributed/bin/'
-                            'python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && '
+                            'python -m pip install torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu && '
                             '~/.venvs/scalable-distributed/bin/python -m pip install -e ".[pyg,test]" && '
                             '~/.venvs/scalable-distributed/bin/python -m pytest -q')
 

@@ -1,0 +1,79 @@
+"""The compare tool's command line."""
+
+import time
+
+from diagnostics_core import cli
+from .findings import TOOL, unreadable
+from .render import emit, render
+from .reports import Malformed, load_report, report_paths
+from .rules import compare
+
+
+USAGE = """\
+%(prog)s REPORT_OR_DIR [REPORT_OR_DIR ...] [--format json|markdown] [--pretty]
+       %(prog)s --list-findings | --explain ID"""
+
+
+EPILOG = """\
+gathering (one report per node; the checker prints, the shell writes):
+  SLURM     mkdir -p reports && srun --ntasks-per-node=1 bash -c \\
+              'python scripts/check_sampling_backends.py > reports/$(hostname).json'
+            (the single quotes matter: $(hostname) must expand on each node)
+  torchrun  on every node, the same rendezvous as the job:
+            mkdir -p reports && torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \\
+              --rdzv-endpoint NODE0:29400 --rdzv-id check --no-python bash -c \\
+              'python scripts/check_sampling_backends.py > reports/$(hostname)-$RANK.json'
+            (reports/ on a shared file system, or copy them to one place)
+  then      python scripts/compare_reports.py reports/ --format markdown
+
+exit codes:
+  0  the reports agree (info and warning findings allowed)
+  1  gate 'consistent' failed: an error finding (drift, launch disagreement,
+     duplicate or missing rank, missing interface)
+  2  usage error: a bad flag, no report given, or a file is unreadable or
+     not a checker report (one line on stderr; the JSON names the file)
+  3  internal error (JSON still printed)
+"""
+
+
+def build_parser():
+    parser = cli.make_parser(
+        TOOL, usage=USAGE, epilog=EPILOG,
+        description="Compare check_sampling_backends.py reports from the nodes or ranks of one job: version "
+                    "and extension drift, launch variables that disagree, duplicate or missing ranks, "
+                    "socket-interface variables naming missing interfaces, differing core counts.")
+    parser.add_argument("reports", nargs="*", metavar="REPORT_OR_DIR",
+                        help="checker JSON reports, or folders of *.json reports")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json",
+                        help="output format (default json)")
+    return parser
+
+
+def main(argv=None):
+    started = time.time()
+    entries, findings, summary = [], [], {}
+    options = None
+    try:
+        options = build_parser().parse_args(argv)
+        answered = cli.metadata_command(TOOL, options)
+        if answered is not None:
+            return answered
+        paths = report_paths(options.reports)
+        if not paths:
+            raise unreadable("no report given (pass report files or a folder of them)",
+                             {"arguments": options.reports})
+        try:
+            reports = [load_report(path) for path in paths]
+            entries, findings, summary = compare(paths, reports)
+        except Malformed as error:  # a field with a type the checker never writes: name file and field
+            raise error.usage_error()
+        document, exit_code = render(entries, findings, summary, started)
+    except cli.UsageError as error:
+        from diagnostics_core.markdown import stderr_line
+        stderr_line(error.line)
+        document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
+    except Exception as error:  # still one document, saying what broke
+        document, exit_code = render(entries, findings, summary, started, internal_error=cli.internal_error(
+            error, lambda e: "%s: %s" % (type(e).__name__, e)))
+    emit(document, options)
+    return exit_code

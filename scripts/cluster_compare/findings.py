@@ -1,0 +1,35 @@
+"""The compare tool's name, versions, finding table, and how it names the checker in its fixes."""
+
+from diagnostics_core import cli
+from diagnostics_core.contract import Tool, registered_findings, script_command
+
+
+SCHEMA_VERSION = "1.0"
+
+
+TOOL_VERSION = "1.0.0"
+
+
+GATE = "consistent"
+
+
+FINDINGS = registered_findings("compare_reports")  # id -> (severity, title)
+
+
+TOOL = Tool("compare_reports", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,
+            usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
+
+
+CHECKER = script_command("check_sampling_backends.py")
+
+
+GATHER = "%s > reports/$(hostname).json" % CHECKER
+
+
+def unreadable(message, evidence):
+    return cli.UsageError("compare_reports.py: error: %s" % message, "cluster-report-unreadable", evidence,
+                          "gather it again on that node: %s" % GATHER)
+
+
+def finding(finding_id, evidence, fix):
+    return TOOL.finding(finding_id, evidence, fix)
