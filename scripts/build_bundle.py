@@ -42,11 +42,23 @@ def help_text(script, package):
     return parser.format_help().encode("utf-8")
 
 
+def listed_findings(tool):
+    """What `TOOL --list-findings` prints: the registry's rows of that tool, as write_json prints them."""
+    import json
+    table = json.loads(read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json")).decode("utf-8"))[tool]
+    listed = [{"id": fid, "severity": severity, "title": title, "docs": "references/troubleshooting.md#" + fid}
+              for fid, (severity, title) in sorted(table.items())]
+    return (json.dumps(listed, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def generated_files():
     """(path, function giving its bytes) of every file this script writes, the help texts first: the
     bundle holds the checker's."""
-    files = [(os.path.join(SCRIPTS, package, "help.txt"), lambda s=script, p=package: help_text(s, p))
-             for script, package in sorted(HELP_TOOLS.items())]
+    files = []
+    for script, package in sorted(HELP_TOOLS.items()):
+        files.append((os.path.join(SCRIPTS, package, "help.txt"), lambda s=script, p=package: help_text(s, p)))
+        files.append((os.path.join(SCRIPTS, package, "list-findings.json"),
+                      lambda s=script: listed_findings(s[:-len(".py")])))
     return files + [(BUNDLE, bundle_bytes)]
 
 
@@ -56,7 +68,7 @@ def bundle_entries():
     for package in PACKAGES:
         folder = os.path.join(SCRIPTS, package)
         for name in sorted(os.listdir(folder)):
-            if name.endswith(".py") or name == "help.txt":
+            if name.endswith(".py") or name in ("help.txt", "list-findings.json"):
                 entries.append(("%s/%s" % (package, name), read(os.path.join(folder, name))))
     entries.append(("diagnostics_core/findings.json", read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json"))))
     entries.append(("diagnostics_core/docs/troubleshooting.md",

@@ -1,8 +1,9 @@
 """--help, --list-findings and --explain ID, when they are the whole command line, answered before
 argparse, json or anything else is imported: an agent asks these often, and every module a Python
 run imports from the skill's folder is compiled anew (the folder is never written, so no bytecode
-is cached there). --help prints the text argparse produced at build time (<package>/help.txt,
-written by scripts/build_bundle.py; tests/test_contract.py fails when it is stale)."""
+is cached there). --help prints the text argparse produced at build time (<package>/help.txt), and
+--list-findings the document the tool would print (<package>/list-findings.json), both written by
+scripts/build_bundle.py; tests/test_contract.py fails when they are stale."""
 
 import os
 import sys
@@ -92,6 +93,10 @@ def answer(package, tool_name, argv=None):
     """Exit code when the command line was one of the metadata commands this module answers, else None
     (then the tool's argparse parser takes it, refusals included)."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--list-findings"]:  # generated from the registry by scripts/build_bundle.py
+        listed = package_file(package, "list-findings.json")
+        if listed is not None:
+            return write(listed)
     if argv in (["--list-findings"], ["--list-findings", "--pretty"], ["--pretty", "--list-findings"]):
         import json
         listed = [{"id": fid, "severity": severity, "title": title, "docs": "%s#%s" % (DOCS, fid)}
