@@ -70,9 +70,22 @@ def clean_env(extra=None, drop=()):
     return env
 
 
-def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None, preexec_fn=None):
-    """Run the checker as an agent does; -> CheckerRun whose .json is validated against the schema."""
-    command = [str(python or sys.executable), str(CHECKER)] + [str(a) for a in args]
+# Flags that print no facts document, so --full means nothing to them.
+NO_FACTS_FLAGS = ("--schema", "--list-findings", "--explain", "--help", "-h", "--wheels")
+
+
+def invoke_checker(*args, env=None, python=None, timeout=180, expect_json=True, cwd=None, preexec_fn=None,
+                   detail="full"):
+    """Run the checker as an agent does; -> CheckerRun whose .json is validated against the schema.
+
+    detail="full" (the default) adds --full: the compact document stays under its character budget by
+    trimming details first, and how much it trims depends on this machine's paths (a long HOME makes
+    every interpreter path longer), so tests that read evidence or facts read the full document.
+    detail="compact" runs exactly the command given, for the tests of the compact document itself."""
+    args = [str(a) for a in args]
+    if detail == "full" and "--full" not in args and not set(args) & set(NO_FACTS_FLAGS):
+        args.append("--full")
+    command = [str(python or sys.executable), str(CHECKER)] + args
     started = time.time()
     completed = subprocess.run(command, capture_output=True, timeout=timeout,
                                env=env if env is not None else clean_env(), cwd=cwd,

@@ -668,13 +668,13 @@ def recipe_env(**extra):
 
 
 def test_recipe_refuses_world_size_as_local_count_in_a_multi_node_slurm_job():
-    """srun with RANK/WORLD_SIZE but no LOCAL_WORLD_SIZE on 2 nodes: exit 2, nothing on stdout."""
+    """srun with RANK/WORLD_SIZE but no LOCAL_WORLD_SIZE on 2 nodes: exit 2 with the usage-error document."""
     env = recipe_env(RANK="0", WORLD_SIZE="8", LOCAL_RANK="0", SLURM_JOB_NUM_NODES="2", SLURM_PROCID="0",
                      MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
     process = subprocess.run([sys.executable, RECIPE], capture_output=True, text=True, env=env,
                              timeout=CHILD_TIMEOUT)
     assert process.returncode == 2, process.stderr[-3000:]
-    assert process.stdout == ""
+    assert [f["id"] for f in json.loads(process.stdout)["findings"]] == ["ddp-usage-error"]
     assert "LOCAL_WORLD_SIZE is not set and this job spans several nodes" in process.stderr
     assert "LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE" in process.stderr
 
@@ -686,6 +686,7 @@ def test_recipe_local_count_and_auto_backend_rules(tmp_path):
         spec = importlib.util.spec_from_file_location("recipe", sys.argv[1])
         recipe = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(recipe)
+        recipe.import_stack()  # the recipe imports torch only once its command line is accepted
 
         def outcome(call):
             try:

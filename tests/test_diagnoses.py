@@ -226,16 +226,23 @@ def test_probe_deadline(tmp_path):
 
 @diagnoses("checker-internal-error")
 def test_checker_internal_error(tmp_path):
-    # A sitecustomize that ends the checker's child interpreter as it starts:
-    # the child dies before it says anything, which the checker cannot explain.
-    (tmp_path / "sitecustomize.py").write_text(
-        "import os, sys\nif '--internal-child-probe' in sys.argv:\n    os._exit(0)\n")
-    result = run_with(tmp_path, "--static-only", "--python", pyenv_python("3.12"))
-    assert result.returncode == 3
-    found = result.only("checker-internal-error")
-    assert found["severity"] == "error"
-    assert "traceback" in found["evidence"]
-    assert found["fix"] == "report it with this JSON attached"
+    # A rule of the checker that raises: the checker's own failure, still one JSON document, exit 3.
+    # (A child that dies before it says anything is no longer unexplained: tests/test_hostile_checker.py
+    # reports it as an interpreter that does not run scripts.)
+    code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r)\n"
+            "import sampling_checker.rules as rules\n"
+            "def broken(facts, options):\n    raise KeyError('rule bug')\n"
+            "rules.RULES = rules.RULES + (broken,)\n"
+            "from sampling_checker.cli import main\n"
+            "sys.exit(main(['--static-only']))" % (str(CHECKER), str(CHECKER.parent)))
+    completed = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True, timeout=120,
+                               env=clean_env())
+    document = json.loads(completed.stdout)
+    assert completed.returncode == 3 and document["status"] == "internal-error"
+    found = [f for f in document["findings"] if f["id"] == "checker-internal-error"]
+    assert len(found) == 1 and found[0]["severity"] == "error"
+    assert "rule bug" in found[0]["evidence"]["error"]["message"] and "traceback" in found[0]["evidence"]
+    assert found[0]["fix"] == "report it with this JSON attached"
 
 
 # ---------------------------------------------------------------------------
@@ -480,10 +487,13 @@ def test_induced_sampling_needs_torch_sparse(real_full, torch_build):
     found = one(replay(real_full.json, pyg_lib_only), "induced-sampling-unavailable")
     assert found["severity"] == "info"
     assert "subgraph_type='induced'" in found["evidence"]["affects"]
-    # No torch-scatter/torch-sparse wheels for torch 2.13+: the fix is the source build, in order.
-    assert found["fix"].startswith(source_build_fix(["torch-scatter", "torch-sparse"])
-                                   + "  # torch-scatter, torch-sparse: no wheel for torch %s+%s"
-                                   % (torch_build["minor"], torch_build["variant"]))
+    # No torch-scatter/torch-sparse wheels for torch 2.13+: the fix is the source build, in order, after
+    # installing the build prerequisites this venv lacks (a plain venv has no `wheel`).
+    before, build, after = found["fix"].partition(source_build_fix(["torch-scatter", "torch-sparse"]))
+    assert build and after.startswith("  # torch-scatter, torch-sparse: no wheel for torch %s+%s"
+                                      % (torch_build["minor"], torch_build["variant"]))
+    assert before == "" or (before.startswith("%s -m pip install " % shlex.quote(sys.executable))
+                            and before.endswith(" && ")), before
 
 
 @diagnoses("weighted-sampling-unavailable")

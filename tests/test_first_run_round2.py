@@ -48,7 +48,7 @@ def deep_venv(root, length, exclude=()):
 # ---------------------------------------------------------------------------
 
 def compact_run(python):
-    result = invoke_checker(python=python)
+    result = invoke_checker(python=python, detail="compact")
     validate(result.json, load_schema())
     return result
 

@@ -297,7 +297,7 @@ def test_real_stale_build_is_diagnosed_and_the_printed_rebuild_works(stale_venv)
     assert "Could not load this library" in broken.stderr
 
     # What the user reads first: the compact document, within budget, every error with its fix.
-    compact = invoke_checker("--python", python, "--timeout", "150", timeout=400)
+    compact = invoke_checker("--python", python, "--timeout", "150", timeout=400, detail="compact")
     assert len(compact.stdout) < 10000, len(compact.stdout)
     assert {"ext-undefined-symbol", "ext-stale-local-build", "neighbor-sampling-unavailable"} <= set(compact.ids())
     assert all(f["fix"] for f in compact.json["findings"] if f["severity"] == "error")

@@ -195,10 +195,15 @@ def installed_torch(options):
     """(version with its variant, Python version) of the torch the checker would probe; UsageError if none."""
     from diagnostics_core.wheels import parse_version
     from .parsing import cuda_variant
-    from .run import pick_interpreter, run_static_in
+    import time
+    from .run import Terminal, pick_interpreter, run_static_in
     from .static_facts import gather_static_facts
-    python, _ = pick_interpreter(options)
-    static = gather_static_facts() if python == sys.executable else run_static_in(python, options.timeout)
+    started = time.time()
+    python, choice, answer = pick_interpreter(options, Terminal(options))
+    if python == sys.executable:
+        static = gather_static_facts(started + options.timeout, import_psutil=False)
+    else:
+        static = run_static_in(python, options, started, answer, choice)
     build = static.get("torch_build") or {}
     if not build.get("version"):
         raise UsageError("check_sampling_backends.py: error: --wheels without a value needs torch in %s; "
