@@ -27,54 +27,12 @@ ok and exit codes (the same in every tool of this skill):
 """
 
 
-class registered_findings(dict):
-    """The tool's finding table, id -> (severity, title), from findings.json beside this module: every
-    tool's ids in one registry, read as data (in a zipapp too), and only when first used, so --help
-    never reads it."""
-
-    def __init__(self, tool_name):
-        dict.__init__(self)
-        self.tool_name, self.loaded = tool_name, False
-
-    def load(self):
-        import json
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, "findings.json")
-        if os.path.isfile(path):
-            with open(path, "rb") as handle:
-                data = handle.read()
-        else:  # inside a zipapp
-            import pkgutil
-            data = pkgutil.get_data(__name__.rpartition(".")[0], "findings.json")
-        table = json.loads(data.decode("utf-8"))[self.tool_name]
-        self.update((finding_id, tuple(entry)) for finding_id, entry in table.items())
-        self.loaded = True
-
-    def __missing__(self, key):
-        if self.loaded:
-            raise KeyError(key)
-        self.load()
-        return self[key]
-
-    def __contains__(self, key):
-        self.loaded or self.load()
-        return dict.__contains__(self, key)
-
-    def __iter__(self):
-        self.loaded or self.load()
-        return dict.__iter__(self)
-
-    def __len__(self):
-        self.loaded or self.load()
-        return dict.__len__(self)
-
-    def items(self):
-        self.loaded or self.load()
-        return dict.items(self)
-
-    def keys(self):
-        self.loaded or self.load()
-        return dict.keys(self)
+def registered_findings(tool_name):
+    """The tool's finding table, id -> (severity, title), from diagnostics_core/findings.json: every
+    tool's ids in one registry, read as data (in a zipapp too). The metadata commands that need no
+    table are answered before a tool imports its table (diagnostics_core/fast.py)."""
+    from .fast import finding_table
+    return dict((finding_id, tuple(entry)) for finding_id, entry in finding_table(tool_name).items())
 
 
 class Tool(object):
