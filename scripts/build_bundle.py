@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write the generated files: check_sampling_backends.pyz, the checker as one file to copy to a bare
-cluster node, and each packaged tool's help.txt (its --help, printed without loading argparse).
+cluster node, and every tool's --help text and --list-findings document in
+diagnostics_core/generated/ (printed by diagnostics_core.fast without loading argparse).
 
 The bundle is a zipapp (PEP 441) of the entry file, the sampling_checker package, the shared
 diagnostics_core library and references/troubleshooting.md (for --explain). It runs with any
@@ -22,23 +23,24 @@ SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(SCRIPTS)
 BUNDLE = os.path.join(SCRIPTS, "check_sampling_backends.pyz")
 PACKAGES = ("diagnostics_core", "sampling_checker")
-# tool entry file -> the package holding its cli.build_parser(); help.txt goes into that package
-HELP_TOOLS = {"check_sampling_backends.py": "sampling_checker", "check_store_contract.py": "store_checker",
-              "check_partition.py": "partition_checker", "profile_loader.py": "loader_profiler",
-              "compare_reports.py": "cluster_compare"}
+GENERATED = os.path.join(SCRIPTS, "diagnostics_core", "generated")
+# tool -> the module whose build_parser() makes its argparse parser
+PARSER_MODULES = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
+                  "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
+                  "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training"}
 HELP_COLUMNS = "80"  # argparse's width when stdout is no terminal and COLUMNS is unset
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-def help_text(script, package):
-    """What `python3 scripts/SCRIPT --help` prints through argparse, at the default width."""
+def help_text(tool):
+    """What `python3 scripts/TOOL.py --help` prints through argparse, at the default width."""
     import importlib
     os.environ["COLUMNS"] = HELP_COLUMNS
     sys.dont_write_bytecode = True
     if SCRIPTS not in sys.path:
         sys.path.insert(0, SCRIPTS)
-    parser = importlib.import_module(package + ".cli").build_parser()
-    parser.prog = script
+    parser = importlib.import_module(PARSER_MODULES[tool]).build_parser()
+    parser.prog = tool + ".py"
     return parser.format_help().encode("utf-8")
 
 
@@ -55,10 +57,9 @@ def generated_files():
     """(path, function giving its bytes) of every file this script writes, the help texts first: the
     bundle holds the checker's."""
     files = []
-    for script, package in sorted(HELP_TOOLS.items()):
-        files.append((os.path.join(SCRIPTS, package, "help.txt"), lambda s=script, p=package: help_text(s, p)))
-        files.append((os.path.join(SCRIPTS, package, "list-findings.json"),
-                      lambda s=script: listed_findings(s[:-len(".py")])))
+    for tool in sorted(PARSER_MODULES):
+        files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool: help_text(t)))
+        files.append((os.path.join(GENERATED, tool + ".list-findings.json"), lambda t=tool: listed_findings(t)))
     return files + [(BUNDLE, bundle_bytes)]
 
 
@@ -68,9 +69,12 @@ def bundle_entries():
     for package in PACKAGES:
         folder = os.path.join(SCRIPTS, package)
         for name in sorted(os.listdir(folder)):
-            if name.endswith(".py") or name in ("help.txt", "list-findings.json"):
+            if name.endswith(".py"):
                 entries.append(("%s/%s" % (package, name), read(os.path.join(folder, name))))
     entries.append(("diagnostics_core/findings.json", read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json"))))
+    for kind in ("help.txt", "list-findings.json"):
+        name = "check_sampling_backends." + kind
+        entries.append(("diagnostics_core/generated/" + name, read(os.path.join(GENERATED, name))))
     entries.append(("diagnostics_core/docs/troubleshooting.md",
                     read(os.path.join(ROOT, "references", "troubleshooting.md"))))
     return entries
@@ -105,6 +109,7 @@ def main(argv=None):
         if options.check:
             stale.append(path)
             continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as handle:
             handle.write(data)
         if path == BUNDLE:

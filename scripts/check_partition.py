@@ -18,32 +18,16 @@ Read-only: nothing in the folder is written, renamed or deleted. Loading and
 PyG's from_partition run in a child process (the shared sandbox,
 diagnostics_core), so a file that crashes or hangs the unpickler or PyG yields a
 finding, not a dead or stuck checker.
-
-This file is the entry point only: the checker lives in the partition_checker package beside it,
-the contract all tools share in diagnostics_core.
 """
 
 import os
 import sys
 
-CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
-
-# The skill's folder stays as it was: no __pycache__ written beside the scripts.
-sys.dont_write_bytecode = True
+sys.dont_write_bytecode = True  # set before the first import from this folder: no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diagnostics_core import entry  # noqa: E402
 
-
-def main(argv=None):
-    from diagnostics_core.fast import answer
-    answered = answer("partition_checker", "check_partition", argv)  # before argparse loads
-    if answered is not None:
-        return answered
-    from partition_checker.cli import main as checker_main
-    return checker_main(argv)
-
+main = entry.tool_main("partition_checker", "check_partition")
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == CHILD_FLAG:
-        from partition_checker.gather import child_main
-        child_main(sys.argv[2])
-    sys.exit(main())
+    entry.run_script(main)

@@ -52,26 +52,12 @@ def refuse_old_python():
 if sys.version_info[:2] < MIN_PYTHON:
     refuse_old_python()
 
-CHILD_FLAG = "--internal-child-probe"  # not a user flag: marks the child process
-
 # The skill's folder stays as it was: no __pycache__ written beside the scripts.
 sys.dont_write_bytecode = True
-_here = os.path.dirname(os.path.abspath(__file__))
-if _here not in sys.path:
-    sys.path.insert(0, _here)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diagnostics_core import entry  # noqa: E402
 
-
-def main(argv=None):
-    from diagnostics_core.fast import answer
-    answered = answer("sampling_checker", "check_sampling_backends", argv)  # before argparse loads
-    if answered is not None:
-        return answered
-    from sampling_checker.cli import main as checker_main
-    return checker_main(argv)
-
+main = entry.tool_main("sampling_checker", "check_sampling_backends")
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == CHILD_FLAG:
-        from sampling_checker.probe import child_main
-        sys.exit(child_main(sys.argv[2]))
-    sys.exit(main())
+    entry.run_script(main)

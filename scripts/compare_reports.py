@@ -11,27 +11,16 @@ only; it reads the report files and nothing else.
 Gather the reports first (the checker writes nothing itself), one per node:
   srun --ntasks-per-node=1 bash -c \\
     'python scripts/check_sampling_backends.py > reports/$(hostname).json'
-
-This file is the entry point only: the tool lives in the cluster_compare package beside it, the
-contract all tools share in diagnostics_core.
 """
 
 import os
 import sys
 
-# The skill's folder stays as it was: no __pycache__ written beside the scripts.
-sys.dont_write_bytecode = True
+sys.dont_write_bytecode = True  # set before the first import from this folder: no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diagnostics_core import entry  # noqa: E402
 
-
-def main(argv=None):
-    from diagnostics_core.fast import answer
-    answered = answer("cluster_compare", "compare_reports", argv)  # before argparse loads
-    if answered is not None:
-        return answered
-    from cluster_compare.cli import main as compare_main
-    return compare_main(argv)
-
+main = entry.tool_main("cluster_compare", "compare_reports")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run_script(main)

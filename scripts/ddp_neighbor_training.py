@@ -7,21 +7,28 @@ torchrun / torch.distributed.run, or spawns its own workers with --nprocs.
 Run with --help for flags, exit codes and examples.
 """
 
-import argparse
-import datetime
-import json
 import os
-import shlex
-import signal
-import socket
 import sys
-import tempfile
-import time
-import traceback
 
 sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diagnostics_core import fast  # noqa: E402
+
+# --help, --list-findings and --explain ID are answered before the imports below load (agents ask often).
+ANSWERED = fast.answer("ddp_neighbor_training") if __name__ == "__main__" else None
+if ANSWERED is not None:
+    sys.exit(ANSWERED)
+
+import datetime  # noqa: E402
+import json  # noqa: E402
+import shlex  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
 from diagnostics_core import cli  # noqa: E402
 from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E402
 from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool, registered_findings  # noqa: E402
@@ -140,13 +147,19 @@ def refuse(error):
 POSITIVE = cli.whole_number(1)
 
 
+DESCRIPTION = """\
+Train GraphSAGE with DistributedDataParallel and one NeighborLoader per rank, on
+a synthetic community graph (default), a saved Data file, or a (FeatureStore,
+GraphStore) pair. A template: copy it and swap the data loading.
+"""
+
+
 def parse_args(argv=None):
-    parser = cli.make_parser(
-        TOOL,
-        description="Train GraphSAGE with DistributedDataParallel and one NeighborLoader per rank, "
-                    "on a synthetic community graph (default), a saved Data file, or a "
-                    "(FeatureStore, GraphStore) pair. A template: copy it and swap the data loading.",
-        epilog=EPILOG)
+    return build_parser().parse_args(argv)
+
+
+def build_parser():
+    parser = cli.make_parser(TOOL, description=DESCRIPTION, epilog=EPILOG)
     launch = parser.add_argument_group("launch")
     launch.add_argument("--nprocs", type=POSITIVE, default=None,
                         help="self-spawn this many workers (default: one per visible GPU, or 2 "
@@ -193,7 +206,7 @@ def parse_args(argv=None):
                        help="rank R raises RuntimeError after its first training batch (to test teardown)")
     hooks.add_argument("--report-details", action="store_true",
                        help="add each rank's sorted training seeds and first-epoch batch shapes to the JSON")
-    return parser.parse_args(argv)
+    return parser
 
 
 # The stack is imported only after the command line was accepted: --help and bad flags need no torch,

@@ -164,15 +164,17 @@ def test_the_finding_registry_keeps_one_tool_a_block_and_one_id_a_line():
 
 def test_the_fast_metadata_answers_match_argparse(tmp_path):
     """--help, --list-findings and --explain ID answered before argparse print what the full path prints."""
-    slow = ("import sys; sys.argv[0] = '{tool}.py'; sys.path.insert(0, %r); from {package}.cli import main; "
+    slow = ("import sys; sys.argv[0] = '{tool}.py'; sys.path.insert(0, %r); from {module} import main; "
             "sys.exit(main(sys.argv[1:]))")
-    packages = {"check_sampling_backends": "sampling_checker", "check_store_contract": "store_checker",
-                "check_partition": "partition_checker", "profile_loader": "loader_profiler",
-                "compare_reports": "cluster_compare"}
-    for tool, package in sorted(packages.items()):
+    # The module whose main() parses with argparse (the recipe's fast path runs only as __main__).
+    modules = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
+               "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
+               "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training"}
+    assert sorted(modules) == sorted(TOOLS)
+    for tool, module in sorted(modules.items()):
         for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", TOOLS[tool]], ["--help"]):
             fast = run_tool(tool, *args, env=dict(os.environ, COLUMNS="80"))
-            full = subprocess.run([sys.executable, "-c", slow.format(tool=tool, package=package) % str(SCRIPTS), *args],
+            full = subprocess.run([sys.executable, "-c", slow.format(tool=tool, module=module) % str(SCRIPTS), *args],
                                   capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="80"),
                                   cwd=tmp_path)
             assert fast.returncode == full.returncode == 0 and fast.stdout == full.stdout, (tool, args)

@@ -36,16 +36,19 @@ exit codes:
 """
 
 
+DESCRIPTION = """\
+Compare check_sampling_backends.py reports from the nodes or ranks of one job:
+version and extension drift, launch variables that disagree, duplicate or
+missing ranks, socket-interface variables naming missing interfaces, differing
+core counts.
+"""
+
+
 def build_parser():
-    parser = cli.make_parser(
-        TOOL, usage=USAGE, epilog=EPILOG,
-        description="Compare check_sampling_backends.py reports from the nodes or ranks of one job: version "
-                    "and extension drift, launch variables that disagree, duplicate or missing ranks, "
-                    "socket-interface variables naming missing interfaces, differing core counts.")
+    parser = cli.make_parser(TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+                             markdown="the findings as a report to paste into an issue")
     parser.add_argument("reports", nargs="*", metavar="REPORT_OR_DIR",
                         help="checker JSON reports, or folders of *.json reports")
-    parser.add_argument("--format", choices=("json", "markdown"), default="json",
-                        help="output format (default json)")
     return parser
 
 

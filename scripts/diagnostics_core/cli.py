@@ -1,7 +1,6 @@
 """The command line every tool shares: one way to refuse a command line, one --timeout range,
 --list-findings and --explain."""
 
-import os
 import sys
 
 from .contract import EXIT_OK, EXIT_USAGE
@@ -23,8 +22,9 @@ class UsageError(Exception):
         return tool.finding(self.finding_id, self.evidence, fix=self.fix)
 
 
-def make_parser(tool, usage=None, description=None, epilog=None):
-    """An argparse parser whose errors raise UsageError, with the flags every tool has."""
+def make_parser(tool, usage=None, description=None, epilog=None, markdown=None, redacted=None):
+    """An argparse parser whose errors raise UsageError, with the flags every tool has; with `markdown`
+    (what the markdown output is) --format too, and with `redacted` (the names markdown hides) --no-redact."""
     import argparse
 
     class OneLineErrorParser(argparse.ArgumentParser):
@@ -39,6 +39,12 @@ def make_parser(tool, usage=None, description=None, epilog=None):
                         help="print every finding id this tool can emit, as JSON, and exit 0")
     parser.add_argument("--explain", metavar="ID",
                         help="print the documentation of one finding id (symptom, cause, fix) and exit 0")
+    if markdown:
+        parser.add_argument("--format", choices=("json", "markdown"), default="json",
+                            help="json (default): the document agents read; markdown: " + markdown)
+    if redacted:
+        parser.add_argument("--no-redact", action="store_true",
+                            help="markdown: keep %s (redacted by default)" % redacted)
     return parser
 
 
@@ -127,6 +133,23 @@ def internal_error(error, describe):
     """The evidence of an internal-error finding: what broke, described by `describe`, and where."""
     import traceback
     return {"error": describe(error), "traceback": traceback.format_exc()[-3000:]}
+
+
+def run_checker(options, run_child, diagnose, report):
+    """A checker's run after its command line was accepted: the child gathers the facts, the rules
+    diagnose them, `report(facts, findings, child_state, internal_error=None)` makes the (document,
+    exit code). Whatever raises on the way is the checker's internal error, reported with what was
+    gathered so far: still one JSON document."""
+    from .calls import error_text
+    facts, findings, state = {}, [], None
+    try:
+        facts, state = run_child(options)
+        findings = diagnose(facts, options, state)
+        document, exit_code = report(facts, findings, state)
+    except Exception as error:
+        document, exit_code = report(facts, findings, state, internal_error=internal_error(error, error_text))
+    write_json(document, options.pretty)
+    return exit_code
 
 
 def refuse(tool, error, document):

@@ -1,9 +1,9 @@
 """--help, --list-findings and --explain ID, when they are the whole command line, answered before
 argparse, json or anything else is imported: an agent asks these often, and every module a Python
 run imports from the skill's folder is compiled anew (the folder is never written, so no bytecode
-is cached there). --help prints the text argparse produced at build time (<package>/help.txt), and
---list-findings the document the tool would print (<package>/list-findings.json), both written by
-scripts/build_bundle.py; tests/test_contract.py fails when they are stale."""
+is cached there). --help prints the text argparse produced at build time, and --list-findings the
+document the tool would print (diagnostics_core/generated/<tool>.help.txt and .list-findings.json),
+both written by scripts/build_bundle.py; tests/test_contract.py fails when they are stale."""
 
 import os
 import sys
@@ -89,12 +89,17 @@ def is_finding_of(tool_name, finding_id):
     return start >= 0 and '\n    "%s": [' % finding_id in text[start:end]
 
 
-def answer(package, tool_name, argv=None):
+def generated_file(tool_name, kind):
+    """A file scripts/build_bundle.py wrote for the tool: kind "help.txt" or "list-findings.json"."""
+    return package_file("diagnostics_core", "generated/%s.%s" % (tool_name, kind))
+
+
+def answer(tool_name, argv=None):
     """Exit code when the command line was one of the metadata commands this module answers, else None
     (then the tool's argparse parser takes it, refusals included)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--list-findings"]:  # generated from the registry by scripts/build_bundle.py
-        listed = package_file(package, "list-findings.json")
+        listed = generated_file(tool_name, "list-findings.json")
         if listed is not None:
             return write(listed)
     if argv in (["--list-findings"], ["--list-findings", "--pretty"], ["--pretty", "--list-findings"]):
@@ -104,7 +109,7 @@ def answer(package, tool_name, argv=None):
         pretty = "--pretty" in argv
         return write((json.dumps(listed, indent=2 if pretty else None, separators=None if pretty else (",", ":"),
                                  ensure_ascii=False) + "\n").encode("utf-8"))
-    if argv == ["--schema"] and package == "sampling_checker":  # the committed schema file is --schema's output
+    if argv == ["--schema"] and tool_name == "check_sampling_backends":  # the committed schema file is --schema's output
         schema = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                               "check_sampling_backends.schema.json")
         if os.path.isfile(schema):
@@ -115,7 +120,7 @@ def answer(package, tool_name, argv=None):
         section = doc_section(text, argv[1]) if text else None
         return None if section is None else write(section.encode("utf-8"))
     if argv in (["--help"], ["-h"]):
-        text = package_file(package, "help.txt")
+        text = generated_file(tool_name, "help.txt")
         if text is None:
             return None
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""

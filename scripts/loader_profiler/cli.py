@@ -60,12 +60,17 @@ examples:
 POSITIVE = shared_cli.whole_number(1)
 
 
+DESCRIPTION = """\
+Measure PyG's NeighborLoader / LinkNeighborLoader on your graph, fan-outs and
+cores with different workers, threads, affinity and memory settings, and
+recommend the fastest measured settings as code to paste, with the speedup over
+num_workers=0.
+"""
+
+
 def build_parser():
-    parser = shared_cli.make_parser(
-        TOOL, usage=USAGE, epilog=EPILOG,
-        description="Measure PyG's NeighborLoader / LinkNeighborLoader on your graph, fan-outs and cores "
-                    "with different workers, threads, affinity and memory settings, and recommend the "
-                    "fastest measured settings as code to paste, with the speedup over num_workers=0.")
+    parser = shared_cli.make_parser(TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+                                    markdown="a report to paste", redacted="user, home and host names")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--synthetic", metavar="NODES,EDGES,FEATURES", type=synthetic_size,
                         help="a random graph of this size (float32 features, 10 classes)")
@@ -90,10 +95,6 @@ def build_parser():
                         help="largest num_workers to try (default: the cores each rank gets)")
     parser.add_argument("--budget", metavar="SECONDS", type=shared_cli.seconds, default=DEFAULT_BUDGET_S,
                         help="bound on the whole run's wall time (default %(default)g)")
-    parser.add_argument("--format", choices=("json", "markdown"), default="json",
-                        help="json (default): the document agents read; markdown: a report to paste")
-    parser.add_argument("--no-redact", action="store_true",
-                        help="markdown: keep user, home and host names (redacted by default)")
     return parser
 
 

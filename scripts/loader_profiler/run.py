@@ -10,8 +10,8 @@ from diagnostics_core import cli as shared_cli
 from diagnostics_core import sandbox
 from diagnostics_core.markdown import terminal_line
 from diagnostics_core.text import describe_exception
+from . import CHILD_FLAG
 
-CHILD_FLAG = "--internal-child-profile"  # not a user flag: marks the coordinator process
 RENDER_RESERVE_S = 0.5  # of the budget, kept for rules and rendering after the child has ended
 CHILD_START_S = 0.3  # the child's own interpreter start, before it can report anything
 

@@ -5,8 +5,6 @@ import os
 import time
 
 from diagnostics_core import calls, cli
-from diagnostics_core.calls import CallerState, error_text
-from diagnostics_core.text import write_json
 from .findings import DEFAULT_MAX_PARTS, DEFAULT_TIMEOUT, MAX_PARTS_LIMIT, TOOL
 from .run import render, run_child
 
@@ -54,13 +52,17 @@ examples:
 """
 
 
+DESCRIPTION = """\
+Validate a partition folder written by torch_geometric.distributed.Partitioner
+before training: META.json, part_N/ folders and files, node/edge map coverage,
+offsets, type lists, feature rows, labels and seed splits, and PyG's own
+from_partition verdict for every part on this torch. Prints one JSON document
+with findings (evidence, fix, docs anchor).
+"""
+
+
 def build_parser():
-    parser = cli.make_parser(
-        TOOL, usage=USAGE, epilog=EPILOG,
-        description="Validate a partition folder written by torch_geometric.distributed.Partitioner before "
-                    "training: META.json, part_N/ folders and files, node/edge map coverage, offsets, type "
-                    "lists, feature rows, labels and seed splits, and PyG's own from_partition verdict for every "
-                    "part on this torch. Prints one JSON document with findings (evidence, fix, docs anchor).")
+    parser = cli.make_parser(TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("root", nargs="?", metavar="ROOT", help="the folder holding META.json and part_0/, ...")
     parser.add_argument("--labels", metavar="PATH",
                         help="label tensor to check (default: <parent>/*-label/label.pt, if present)")
@@ -96,13 +98,7 @@ def main(argv=None):
     if options is None:
         return answered
     from .rules import diagnose  # the rules load only for a run
-    state, facts, findings = CallerState(), {}, []
-    try:
-        facts, state = run_child(options)
-        findings = diagnose(facts, options, state)
-        document, exit_code = render(facts, findings, options, started)
-    except Exception as error:
-        document, exit_code = render(facts, findings, options, started,
-                                     internal_error=cli.internal_error(error, error_text))
-    write_json(document, options.pretty)
-    return exit_code
+
+    def report(facts, findings, state, internal_error=None):
+        return render(facts, findings, options, started, internal_error=internal_error)
+    return cli.run_checker(options, run_child, diagnose, report)

@@ -9,7 +9,6 @@ SCHEMA_VERSION = "1.0"
 CHECKER_VERSION = "1.0.0"
 
 
-CHILD_FLAG = "--internal-child-run"  # not a user flag: marks the child process
 
 
 DEFAULT_TIMEOUT = 120.0

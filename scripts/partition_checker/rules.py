@@ -183,21 +183,19 @@ def rule_graph(facts, options):
                                   "node_map_lengths": expected})
         if facts["meta"]["content"].get("is_sorted") is True and not summary.get("sorted_by_destination", True):
             unsorted.append({"part": pid, "edge_type": key})
-    if invalid:
-        found.append(finding("partition-graph-invalid", {"problems": invalid[:20]},
-                             fix="graph.pt must hold edge_id, row, col (1-D int64, one entry per edge, ids "
-                                 "below size) and size=(num_src, num_dst); %s" % REPARTITION))
-    if size_mismatch:
-        found.append(finding("partition-map-size-mismatch", {"problems": size_mismatch[:20]},
-                             fix="the node map does not describe this graph (truncated or from another run); "
-                                 "copy node_map* again or %s" % REPARTITION))
-    if unsorted:
-        found.append(finding("partition-graph-not-sorted", {"parts": unsorted[:20]},
-                             fix="set \"is_sorted\": false in META.json (PyG then sorts on load) or %s; with the "
-                                 "wrong flag PyG builds a wrong CSC and samples wrong neighbours" % REPARTITION))
-    if types:
-        found.append(finding("partition-types-mismatch", {"problems": types[:20]},
-                             fix="graph.pt and META.json edge_types come from different runs; %s" % REPARTITION))
+    for finding_id, key, problems, fix in (
+            ("partition-graph-invalid", "problems", invalid,
+             "graph.pt must hold edge_id, row, col (1-D int64, one entry per edge, ids below size) and "
+             "size=(num_src, num_dst)"),
+            ("partition-map-size-mismatch", "problems", size_mismatch,
+             "the node map does not describe this graph (truncated or from another run); copy node_map* again"),
+            ("partition-graph-not-sorted", "parts", unsorted,
+             "set \"is_sorted\": false in META.json (PyG then sorts on load); with the wrong flag PyG builds a "
+             "wrong CSC and samples wrong neighbours"),
+            ("partition-types-mismatch", "problems", types,
+             "graph.pt and META.json edge_types come from different runs")):
+        if problems:
+            found.append(finding(finding_id, {key: problems[:20]}, fix="%s; or %s" % (fix, REPARTITION)))
     return found
 
 

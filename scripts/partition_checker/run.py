@@ -8,7 +8,8 @@ import time
 from diagnostics_core import calls, sandbox
 from diagnostics_core.calls import CallerState
 from diagnostics_core.contract import SCRIPTS
-from .findings import CHECKER_VERSION, CHILD_FLAG, META_SHOWN_BYTES, TOOL
+from . import CHILD_FLAG
+from .findings import CHECKER_VERSION, META_SHOWN_BYTES, TOOL
 
 
 def shown_meta(content):

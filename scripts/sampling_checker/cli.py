@@ -82,13 +82,19 @@ examples:
 """
 
 
+DESCRIPTION = """\
+Probe Python, torch, CUDA, torch.distributed, PyG and its compiled extensions
+(pyg-lib, torch-sparse, torch-scatter, ...) and print one JSON document with
+facts and findings (each with evidence, an exact fix and a docs anchor). Run it
+before debugging a PyG scaling job.
+"""
+
+
 def build_parser():
     parser = shared_cli.make_parser(
-        TOOL, usage=USAGE, epilog=EPILOG,
-        description="Probe Python, torch, CUDA, torch.distributed, PyG and its compiled extensions "
-                    "(pyg-lib, torch-sparse, torch-scatter, ...) and print one JSON document with "
-                    "facts and findings (each with evidence, an exact fix and a docs anchor). "
-                    "Run it before debugging a PyG scaling job.")
+        TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+        markdown="a versions table and the findings with their fixes, to paste into an issue (names redacted)",
+        redacted="user, home, host and node names")
     parser.add_argument("--require-neighbor-backend", action="store_true",
                         help="exit 1 unless the backend NeighborLoader would use (pyg-lib or torch-sparse) "
                              "passed a functional smoke sample, not merely imported")
@@ -109,11 +115,6 @@ def build_parser():
                         help="metadata, CPU and environment only: imports neither torch nor any extension "
                              "(milliseconds); what it cannot see is 'not-probed'/null and status is "
                              "'incomplete'; the --require-* gates need the full probe")
-    parser.add_argument("--format", choices=("json", "markdown"), default="json",
-                        help="json (default): the document agents read; markdown: a versions table and the "
-                             "findings with their fixes, to paste into an issue (names redacted)")
-    parser.add_argument("--no-redact", action="store_true",
-                        help="markdown: keep user, home, host and node names (redacted by default)")
     parser.add_argument("--full", action="store_true",
                         help="every fact: all install records, operator lists, all PyG flags, child stderr "
                              "(the default compact document leaves these out)")

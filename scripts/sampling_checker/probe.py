@@ -11,8 +11,9 @@ from diagnostics_core.sandbox import (ChildReporter, child_environment, quiet_ch
                                       run_sandboxed, signal_name)
 from diagnostics_core.text import describe_exception, safe_str, sanitise_text
 from diagnostics_core.wheels import EXTENSIONS
+from . import CHILD_FLAG
 from .static_facts import gather_static_facts_bounded
-from .tables import (CHILD_FLAG, DIST_SAMPLER_OPS, NVML_BUFFER, NVML_ERRORS, NVML_ERROR_FUNCTION_NOT_FOUND,
+from .tables import (DIST_SAMPLER_OPS, NVML_BUFFER, NVML_ERRORS, NVML_ERROR_FUNCTION_NOT_FOUND,
                      NVML_ERROR_NOT_SUPPORTED, NVML_LIBRARY, NVML_LIBRARY_VARIABLE)
 
 

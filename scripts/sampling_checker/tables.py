@@ -3,7 +3,6 @@ PyG's wheel table with its sources, source-build facts, NVML constants, CUDA dri
 
 
 DEFAULT_TIMEOUT = 60.0
-CHILD_FLAG = "--internal-child-probe"  # not a user flag: marks the child process
 
 
 # Distributions whose metadata we read, by normalised name.

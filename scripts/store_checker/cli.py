@@ -6,9 +6,8 @@ import re
 import time
 
 from diagnostics_core import calls, cli
-from diagnostics_core.calls import CallerState, error_text
+from diagnostics_core.calls import CallerState
 from diagnostics_core.markdown import stderr_line
-from diagnostics_core.text import write_json
 from .findings import DEFAULT_SETUP_TIMEOUT, DEFAULT_TIMEOUT, SCRATCH_NAME, TOOL
 from .run import render, run_child
 
@@ -61,13 +60,17 @@ examples:
 """
 
 
+DESCRIPTION = """\
+Validate a custom FeatureStore/GraphStore pair against PyG's CRUD and sampling
+contract before training: attribute listings, tensor types, dtypes, row counts,
+get_tensor_size, indexed reads, edge-index layouts, missing-key behaviour and
+one real NeighborLoader batch. Prints one JSON document with findings (evidence,
+fix, docs anchor).
+"""
+
+
 def build_parser():
-    parser = cli.make_parser(
-        TOOL, usage=USAGE, epilog=EPILOG,
-        description="Validate a custom FeatureStore/GraphStore pair against PyG's CRUD and sampling contract "
-                    "before training: attribute listings, tensor types, dtypes, row counts, get_tensor_size, "
-                    "indexed reads, edge-index layouts, missing-key behaviour and one real NeighborLoader "
-                    "batch. Prints one JSON document with findings (evidence, fix, docs anchor).")
+    parser = cli.make_parser(TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("stores", nargs="?", metavar="MODULE:CALLABLE", type=reference,
                         help="callable returning a (FeatureStore, GraphStore) pair")
     parser.add_argument("--feature-store", metavar="MODULE:CALLABLE", type=reference,
@@ -133,16 +136,12 @@ def main(argv=None):
     if options is None:
         return answered
     from .rules import diagnose  # the rules load only for a run
-    state, facts, findings = CallerState(), {}, []
-    try:
-        facts, state = run_child(options)
-        findings = diagnose(facts, options, state)
-        not_found = (facts.get("setup") or {}).get("status") == "not-found"
-        document, exit_code = render(facts, findings, options, state, started, usage_error=not_found)
+
+    def report(facts, findings, state, internal_error=None):
+        # A store reference that names nothing is a usage error found by the child, not by argparse.
+        not_found = internal_error is None and (facts.get("setup") or {}).get("status") == "not-found"
         if not_found:
             stderr_line("check_store_contract.py: error: %s (store-reference-not-found)" % facts["setup"]["error"])
-    except Exception as error:
-        document, exit_code = render(facts, findings, options, state, started,
-                                     internal_error=cli.internal_error(error, error_text))
-    write_json(document, options.pretty)
-    return exit_code
+        return render(facts, findings, options, CallerState() if state is None else state, started,
+                      usage_error=not_found, internal_error=internal_error)
+    return cli.run_checker(options, run_child, diagnose, report)

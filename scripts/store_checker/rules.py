@@ -52,26 +52,25 @@ def rule_setup(facts, options):
 def rule_attr_listings(facts, options):
     found = []
     tensor_attrs, edge_attrs = facts["tensor_attrs"], facts["edge_attrs"]
-    for listing, name, malformed, fix in (
+    for listing, name, malformed, fix, empty, empty_fix in (
             (tensor_attrs, "get_all_tensor_attrs", "store-tensor-attrs-malformed",
-             "return a list of TensorAttr(group_name, attr_name) objects, one per stored tensor"),
+             "return a list of TensorAttr(group_name, attr_name) objects, one per stored tensor",
+             "store-no-features", "put node features (e.g. attr_name='x'); sampled batches will carry none"),
             (edge_attrs, "get_all_edge_attrs", "store-edge-attrs-malformed",
-             "return a list of EdgeAttr(edge_type, layout, is_sorted, size) objects, one per stored edge index")):
+             "return a list of EdgeAttr(edge_type, layout, is_sorted, size) objects, one per stored edge index",
+             "store-no-edges", "put at least one edge index; NeighborLoader reads the first listed edge attribute "
+                               "for the node count")):
         if listing is None or listing["status"] == "timeout":
             continue
         if listing["status"] == "error":
             found.append(finding("store-call-failed", {"call": name + "()", "error": listing["error"]},
                                  fix="make %s() return the stored attributes without raising; PyG calls it "
                                      "for every loader" % name))
-        elif listing["problems"]:
+            continue
+        if listing["problems"]:
             found.append(finding(malformed, {"call": name + "()", "problems": listing["problems"][:20]}, fix=fix))
-    if edge_attrs and edge_attrs["status"] == "ok" and not edge_attrs.get("count"):
-        found.append(finding("store-no-edges", {"listed": edge_attrs["items"]},
-                             fix="put at least one edge index; NeighborLoader reads the first listed edge "
-                                 "attribute for the node count"))
-    if tensor_attrs and tensor_attrs["status"] == "ok" and not tensor_attrs.get("count"):
-        found.append(finding("store-no-features", {"listed": tensor_attrs["items"]},
-                             fix="put node features (e.g. attr_name='x'); sampled batches will carry none"))
+        if listing["status"] == "ok" and not listing.get("count"):
+            found.append(finding(empty, {"listed": listing["items"]}, fix=empty_fix))
     return found
 
 
@@ -205,35 +204,34 @@ def rule_row_counts(facts, options):
 
 
 def rule_edges(facts, options):
-    found = []
-    for edge in facts["edges"]:
-        label = {"edge_type": edge["edge_type"], "layout": edge["layout"]}
-        read = edge.get("read", {})
-        if read.get("missing"):
-            found.append(finding("store-listed-attr-missing", dict(label, error=read["error"]),
-                                 fix="return the edge index for every EdgeAttr listed by get_all_edge_attrs()"))
-            continue
-        if "error" in read:
-            found.append(finding("store-call-failed", dict(label, call="get_edge_index()", error=read["error"]),
-                                 fix="make _get_edge_index return the (row, col) pair for listed edge attributes"))
-            continue
-        if "structure" in edge:
-            found.append(finding("store-edge-index-shape", dict(label, problem=edge["structure"], returned=read,
-                                                                parts=edge.get("parts")),
-                                 fix="return a pair of 1-D tensors: (row, col) for COO, (rowptr, col) for CSR, "
-                                     "(row, colptr) for CSC"))
-            continue
-        if not edge.get("integer") or not edge.get("same_dtype"):
-            found.append(finding("store-edge-index-dtype", dict(label, dtypes=[p.get("dtype") for p in edge["parts"]]),
-                                 fix="store edge indices as torch.long (int64) tensors, both of one dtype"))
-            continue
-        found.extend(edge_layout_findings(edge, label))
-        if edge["size"] is None:
-            homogeneous = edge["edge_type"] is None
-            found.append(finding("store-edge-size-missing", label, severity="error" if homogeneous else "warning",
-                                 fix="give EdgeAttr a size=(num_src_nodes, num_dst_nodes); "
-                                     + ("NeighborLoader computes max(size) for homogeneous stores"
-                                        if homogeneous else "PyG otherwise guesses node counts from features")))
+    return [item for edge in facts["edges"] for item in edge_findings(edge)]
+
+
+def edge_findings(edge):
+    """One listed edge index: the first problem reading it, else what its layout and size say."""
+    label = {"edge_type": edge["edge_type"], "layout": edge["layout"]}
+    read = edge.get("read", {})
+    if read.get("missing"):
+        return [finding("store-listed-attr-missing", dict(label, error=read["error"]),
+                        fix="return the edge index for every EdgeAttr listed by get_all_edge_attrs()")]
+    if "error" in read:
+        return [finding("store-call-failed", dict(label, call="get_edge_index()", error=read["error"]),
+                        fix="make _get_edge_index return the (row, col) pair for listed edge attributes")]
+    if "structure" in edge:
+        return [finding("store-edge-index-shape", dict(label, problem=edge["structure"], returned=read,
+                                                       parts=edge.get("parts")),
+                        fix="return a pair of 1-D tensors: (row, col) for COO, (rowptr, col) for CSR, "
+                            "(row, colptr) for CSC")]
+    if not edge.get("integer") or not edge.get("same_dtype"):
+        return [finding("store-edge-index-dtype", dict(label, dtypes=[p.get("dtype") for p in edge["parts"]]),
+                        fix="store edge indices as torch.long (int64) tensors, both of one dtype")]
+    found = edge_layout_findings(edge, label)
+    if edge["size"] is None:
+        homogeneous = edge["edge_type"] is None
+        found.append(finding("store-edge-size-missing", label, severity="error" if homogeneous else "warning",
+                             fix="give EdgeAttr a size=(num_src_nodes, num_dst_nodes); "
+                                 + ("NeighborLoader computes max(size) for homogeneous stores"
+                                    if homogeneous else "PyG otherwise guesses node counts from features")))
     return found
 
 

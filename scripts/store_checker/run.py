@@ -7,7 +7,8 @@ import time
 from diagnostics_core import calls, sandbox
 from diagnostics_core.calls import CallerState
 from diagnostics_core.contract import SCRIPTS
-from .findings import CHECKER_VERSION, CHILD_FLAG, TOOL
+from . import CHILD_FLAG
+from .findings import CHECKER_VERSION, TOOL
 
 
 FACT_SECTIONS = ("setup", "tensor_attrs", "tensors", "edge_attrs", "edges", "graph_meta", "missing_keys",

@@ -1,0 +1,35 @@
+"""What a tool's entry file does, once for every tool: answer the metadata commands before argparse
+loads, else hand the command line to <package>.cli.main; run as a script, start the package's child
+when the command line is its private child flag.
+
+An entry file only makes its own folder importable (and keeps it free of __pycache__), then:
+    main = entry.tool_main("store_checker", "check_store_contract")
+    if __name__ == "__main__":
+        entry.run_script(main)
+"""
+
+import importlib
+import sys
+
+from . import fast
+
+
+def tool_main(package, tool_name):
+    """The tool's main(argv=None) -> exit code (console scripts call it too)."""
+    def main(argv=None):
+        answered = fast.answer(tool_name, argv)
+        if answered is not None:
+            return answered
+        return importlib.import_module(package + ".cli").main(argv)
+    main.package = package
+    return main
+
+
+def run_script(main):
+    """Exit with main()'s code, or, when argv is `<CHILD_FLAG> <options>`, with the package's child's.
+    A package with a child names it in its __init__: CHILD_FLAG (not a user flag) and CHILD_MODULE."""
+    if len(sys.argv) > 2 and sys.argv[1].startswith("--internal-child"):
+        package = importlib.import_module(main.package)
+        if sys.argv[1] == getattr(package, "CHILD_FLAG", None):
+            sys.exit(importlib.import_module(package.CHILD_MODULE).child_main(sys.argv[2]))
+    sys.exit(main())
