@@ -228,18 +228,26 @@ def pip_name(dist):
     return dist.replace("-", "_")  # the names PyG's wheel index lists
 
 
-def wheel_command(python, dists, index_url, reinstall=False):
+def pip_command(python, args, uv=False):
+    """`python -m pip ARGS`; uv=True: `uv pip VERB --python python ...`, for a venv uv made without pip."""
+    if uv:
+        verb, _, rest = args.partition(" ")
+        return "uv pip %s --python %s %s" % (verb, python, rest)
+    return "%s -m pip %s" % (python, args)
+
+
+def wheel_command(python, dists, index_url, reinstall=False, uv=False):
     """The wheel install line; --only-binary makes a missing wheel fail fast instead of compiling."""
     flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
-    return "%s -m pip install %s--only-binary=:all: %s -f %s" % (
-        python, flags, " ".join(pip_name(d) for d in dists), index_url)
+    return pip_command(python, "install %s--only-binary=:all: %s -f %s" % (
+        flags, " ".join(pip_name(d) for d in dists), index_url), uv)
 
 
-def source_build_command(python, dists):
+def source_build_command(python, dists, uv=False):
     """Rebuild from PyPI's sdists, in build order, ignoring pip's wheel cache (it may hold a wheel
     built against the torch installed earlier, which pip would reinstall unchanged)."""
     wanted = set(dists)
-    return " && ".join("%s -m pip install %s %s==%s" % (python, SOURCE_BUILD_FLAGS, dist, version)
+    return " && ".join(pip_command(python, "install %s %s==%s" % (SOURCE_BUILD_FLAGS, dist, version), uv)
                        for dist, version in SOURCE_BUILDS if dist in wanted)
 
 
@@ -251,16 +259,16 @@ def source_build_time(dists):
     return "about %d min on 2 cores" % sum(SOURCE_BUILD_MINUTES[d] for d in dists)
 
 
-def torch_install_command(release, variant, python="python", platform_name="linux-x86_64"):
+def torch_install_command(release, variant, python="python", platform_name="linux-x86_64", uv=False):
     """The exact line that installs torch `release` (e.g. '2.12.1') built for `variant` (cpu, cu126, ...).
 
     The local tag (+cu130) is part of the pin: `torch==2.13.0` alone is already satisfied by an
     installed 2.13.0+cpu, so pip would keep the wrong build. macOS wheels have no tag and come from PyPI.
     """
     if platform_name.startswith("darwin"):
-        return "%s -m pip install torch==%s" % (python, release)
-    return "%s -m pip install torch==%s+%s --index-url %s" % (python, release, variant,
-                                                              TORCH_INDEX.format(variant=variant))
+        return pip_command(python, "install torch==%s" % release, uv)
+    return pip_command(python, "install torch==%s+%s --index-url %s" % (release, variant,
+                                                                        TORCH_INDEX.format(variant=variant)), uv)
 
 
 def newest_torch_with_wheels(variant, platform_name, python_version):

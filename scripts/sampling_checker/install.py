@@ -1,13 +1,12 @@
 """Install commands: PyG's wheel table read for one torch/CUDA/platform, and every pip line a fix prints."""
 
-import re
 import sys
 
 from diagnostics_core.text import quote
 from diagnostics_core.wheels import (SAMPLING_DISTS, SOURCE_BUILD_NEEDS, SOURCE_BUILD_PACKAGES, TORCH_PIN,
                                      TORCH_PIN_NEEDS_PYTHON, WHEEL_INDEX, WHEEL_PLATFORMS, WHEEL_TABLE_DATE,
-                                     newest_torch_with_wheels, parse_version, pip_name, platform_key,
-                                     source_build_command, source_build_time, torch_install_command,
+                                     newest_torch_with_wheels, parse_version, pip_command, pip_name,
+                                     platform_key, source_build_command, source_build_time, torch_install_command,
                                      wheel_command, wheel_status)
 from .parsing import cuda_variant
 
@@ -33,23 +32,23 @@ def install_facts(facts, python):
                 for dist in WHEEL_PLATFORMS}
     with_wheels = [d for d in SAMPLING_DISTS if packages[d]["wheel"]]
     missing = [d for d in SAMPLING_DISTS if packages[d]["wheel"] is False]
-    py = quote(python)
+    py, uv = quote(python), uses_uv(facts)
     pin_minor, pin_release = newest_torch_with_wheels(variant, platform_name, python_version)
     pin = None
     if pin_minor and variant != "rocm" and pin_minor != torch_minor:
         pin = {"torch_minor": pin_minor, "release": pin_release,
                "command": "%s && %s" % (
-                   torch_install_command(pin_release, variant, py, platform_name),
+                   torch_install_command(pin_release, variant, py, platform_name, uv),
                    # --force-reinstall: an installed local build of the same version would satisfy pip.
                    wheel_command(py, SAMPLING_DISTS, WHEEL_INDEX.format(torch=pin_minor + ".0", variant=variant),
-                                 reinstall=True))}
+                                 reinstall=True, uv=uv))}
     return {
         "torch_minor": torch_minor,
         "variant": variant,
         "platform": platform_name,
         "index_url": index_url,
         # Only the extensions the table says have a wheel here: one missing wheel would fail the whole line.
-        "command": wheel_command(py, with_wheels, index_url) if with_wheels else None,
+        "command": wheel_command(py, with_wheels, index_url, uv=uv) if with_wheels else None,
         # What that line prints where data.pyg.org cannot be reached: these wheels are on no other index.
         "error_without_index": "ERROR: No matching distribution found for %s" % pip_name(with_wheels[0])
         if with_wheels else None,
@@ -66,6 +65,11 @@ def install_facts(facts, python):
 
 
 def pip_fix(facts, packages, reinstall=False):
+    """install_line as a whole fix."""
+    return with_pip(facts, install_line(facts, packages, reinstall))
+
+
+def install_line(facts, packages, reinstall=False):
     """The install line for this torch build, naming only extensions that have a wheel here;
     for the others, the way out (a source build, or a torch that has the wheels)."""
     install = facts["install"]
@@ -77,13 +81,13 @@ def pip_fix(facts, packages, reinstall=False):
     dists = [d for d in dists if d not in others]
     wheels = [d for d in dists if install["packages"][d]["wheel"]]
     lacking = [d for d in dists if d not in wheels]
-    parts = ["%s -m pip install %s" % (py, " ".join(others))] if others else []
+    parts = [pip(facts, "install " + " ".join(others))] if others else []
     if wheels:
-        parts.append(wheel_command(py, wheels, install["index_url"], reinstall))
+        parts.append(wheel_command(py, wheels, install["index_url"], reinstall, uses_uv(facts)))
     notes = []
     legacy = [d for d in lacking if d in ("torch-cluster", "torch-spline-conv")]
     if legacy:
-        parts.append("%s -m pip uninstall -y %s" % (py, " ".join(legacy)))
+        parts.append(pip(facts, "uninstall -y " + " ".join(legacy)))
         notes.append("%s: no wheel for torch %s+%s and PyG 2.8 ignores them (pyg-lib >= 0.6 has their ops)" % (
             ", ".join(legacy), install["torch_minor"], install["variant"]))
     buildable = [d for d in lacking if d in ("torch-scatter", "torch-sparse")]
@@ -129,15 +133,42 @@ def missing_build_prerequisites(facts, dists):
 
 def build_command(facts, py, dists):
     """The source build, after installing what it needs and this environment lacks."""
-    pip, system = missing_build_prerequisites(facts, dists)
+    needed, system = missing_build_prerequisites(facts, dists)
+    uv = uses_uv(facts)
     parts = ["apt-get install -y %s" % " ".join(system)] if system else []  # Debian/Ubuntu, as root
-    if pip:
-        parts.append("%s -m pip install %s" % (py, " ".join(pip)))
-    return " && ".join(parts + [source_build_command(py, dists)])
+    if needed:
+        parts.append(pip_command(py, "install " + " ".join(needed), uv))
+    return " && ".join(parts + [source_build_command(py, dists, uv)])
 
 
 def interpreter(facts):
     return quote(interpreter_path(facts))
+
+
+def installer(facts):
+    """How the probed interpreter installs: "pip" (its own); "uv" for a venv uv made without pip
+    (`uv pip --python X`); "ensurepip" for another venv without pip (pip bootstrapped first)."""
+    python = facts.get("python") or {}
+    if python.get("pip") is not False:
+        return "pip"
+    return "uv" if "uv" in (python.get("venv_tool"), python.get("ephemeral")) else "ensurepip"
+
+
+def uses_uv(facts):
+    return installer(facts) == "uv"
+
+
+def pip(facts, args):
+    """One pip command for the probed interpreter (`pip(facts, "install x")`); fixes wrap it in with_pip."""
+    return pip_command(interpreter(facts), args, uses_uv(facts))
+
+
+def with_pip(facts, fix):
+    """A fix that runs the probed interpreter's pip: where that venv has none (and uv does not stand in),
+    ensurepip bootstraps it first, once, at the front of the whole fix."""
+    if fix and installer(facts) == "ensurepip":
+        return "%s -m ensurepip --upgrade && %s" % (interpreter(facts), fix)
+    return fix
 
 
 def interpreter_path(facts):
@@ -155,11 +186,11 @@ def torch_reinstall_command(facts):
     """Reinstall the same torch build: a local tag (+cpu, +cu126) names PyTorch's own index."""
     build = facts["torch_build"]
     version = (build.get("version") or "").split("+")[0]
-    command = "%s -m pip install --force-reinstall torch==%s" % (interpreter(facts), version)
+    command = pip(facts, "install --force-reinstall torch==%s" % version)
     variant = build.get("variant")
     if "+" in (build.get("version") or "") and variant and variant != "rocm":
         command += " --index-url https://download.pytorch.org/whl/%s" % variant
-    return command
+    return with_pip(facts, command)
 
 
 def gpu_seen(facts):
@@ -185,24 +216,26 @@ def torch_and_pyg_install_command(facts):
         return ("torch %s and PyG 2.8 need Python %d.%d+; make a venv with a newer Python: "
                 "python3.11 -m venv %s && %s"
                 % ((TORCH_PIN,) + TORCH_PIN_NEEDS_PYTHON + (VENV, lasting_install,)))
-    venv, notes = "", []
+    venv, notes, into_probed = "", [], True
     if not in_environment(facts):
         # A base interpreter: Debian's refuses pip (externally-managed-environment), and an install
         # there would mix with the system's packages. A venv first, then the same lines into it.
-        venv, python = "%s -m venv %s && " % (python, VENV), lasting
+        venv, python, into_probed = "%s -m venv %s && " % (python, VENV), lasting, False
         notes.append("this Python is no venv, so the line makes one (Debian/Ubuntu: apt-get install python3-venv "
                      "if -m venv fails)")
+    uv = into_probed and uses_uv(facts)  # the new venv has pip
     seen = gpu_seen(facts)
     if seen:  # PyPI's default Linux build is a CUDA one
-        command = "%s -m pip install torch==%s" % (python, TORCH_PIN)
+        command = pip_command(python, "install torch==%s" % TORCH_PIN, uv)
     else:
-        command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]))
-    command = venv + command + " && %s -m pip install torch_geometric" % python
+        command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]), uv)
+    command = venv + command + " && " + pip_command(python, "install torch_geometric", uv)
     if seen is None:
         notes.append("CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build")
     elif not seen:
         notes.append("CPU-only torch: no GPU seen (NVML); drop +cpu and --index-url for the CUDA build")
-    return command + ("  # " + "; ".join(notes) if notes else "")
+    fix = command + ("  # " + "; ".join(notes) if notes else "")
+    return with_pip(facts, fix) if into_probed else fix
 
 
 # The one venv path every fix and README command uses.
@@ -212,22 +245,3 @@ VENV = "~/.venvs/scalable-distributed"
 def in_environment(facts):
     """A venv or a conda env (its own prefix), as opposed to a base or system Python."""
     return bool(facts["python"].get("in_virtualenv") or (facts.get("distributions") or {}).get("conda_prefix"))
-
-
-def adapt_pip_fixes(facts, findings):
-    """Never print `X -m pip` for an X without pip: uv-made venvs get `uv pip`, others ensurepip first."""
-    python = facts.get("python") or {}
-    if python.get("pip") is not False:
-        return findings
-    interpreter_text = interpreter(facts)
-    pip_prefix = "%s -m pip " % interpreter_text
-    for item in findings:
-        fix = item.get("fix")
-        if not fix or pip_prefix not in fix:
-            continue
-        if "uv" in (python.get("venv_tool"), python.get("ephemeral")):
-            item["fix"] = re.sub(re.escape(pip_prefix) + r"(install|uninstall) ",
-                                 lambda match: "uv pip %s --python %s " % (match.group(1), interpreter_text), fix)
-        else:
-            item["fix"] = "%s -m ensurepip --upgrade && %s" % (interpreter_text, fix)
-    return findings

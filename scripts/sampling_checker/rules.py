@@ -1,6 +1,5 @@
 """RULES, the complete list of the checker's rules, and the gates."""
 
-from .install import adapt_pip_fixes
 from .rules_environment import (rule_interpreter_choice, rule_probe_deadline, rule_pyg_shadowed,
                                 rule_python_supported_by_pyg, rule_torch_and_pyg_presence)
 from .rules_extensions import (rule_conda_pip_mixed, rule_duplicate_distributions, rule_extension_imports,
@@ -54,7 +53,6 @@ def diagnose(facts, options):
     findings = []
     for rule in RULES:
         findings.extend(rule(facts, options))
-    adapt_pip_fixes(facts, findings)
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f["severity"]])  # stable: rule order within a severity
     return findings

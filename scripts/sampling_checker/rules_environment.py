@@ -6,8 +6,8 @@ import re
 from diagnostics_core.text import quote
 from diagnostics_core.wheels import parse_version
 from .findings import checker_command, finding
-from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, interpreter_path,
-                      torch_and_pyg_install_command, torch_reinstall_command)
+from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, interpreter_path, pip,
+                      torch_and_pyg_install_command, torch_reinstall_command, with_pip)
 
 
 def rule_interpreter_choice(facts, options):
@@ -51,10 +51,10 @@ def rule_torch_and_pyg_presence(facts, options):
     pyg_installed = packages["torch-geometric"]["installed"] or packages["pyg-nightly"]["installed"]
     if not pyg_installed and not facts["pyg_source"].get("found"):
         found.append(finding("pyg-not-installed", {"interpreter": interpreter(facts)},
-                             fix="%s -m pip install torch_geometric" % interpreter(facts)))
+                             fix=with_pip(facts, pip(facts, "install torch_geometric"))))
     elif facts["pyg"].get("status") in FAILED_STEP_STATUSES and torch.get("status") == "ok":
         found.append(finding("pyg-import-failed", {"outcome": facts["pyg"]},
-                             fix="%s -m pip install --force-reinstall --no-deps torch_geometric" % interpreter(facts)))
+                             fix=with_pip(facts, pip(facts, "install --force-reinstall --no-deps torch_geometric"))))
     return found
 
 

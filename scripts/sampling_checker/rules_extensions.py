@@ -7,7 +7,7 @@ from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS,
                                      SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_time,
                                      wheel_command)
 from .findings import finding
-from .install import build_command, interpreter, pip_fix
+from .install import build_command, install_line, interpreter, pip, pip_fix, uses_uv, with_pip
 from .rules_environment import pyg_shadowing, pyg_version
 from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
 
@@ -81,10 +81,10 @@ def rule_extension_imports(facts, options):
                 evidence["missing"] = dependency
                 fix = pip_fix(facts, [PIP_NAME.get(dependency, dependency)])
             elif finding_id == "ext-glibc-too-old":
-                fix = ("run on an OS image with a newer glibc/libstdc++ (see the version named in the error), "
-                       "or build it here from source (%s; needs %s): %s"
-                       % (source_build_time(SOURCE_BUILD_PACKAGES[owner or module]), SOURCE_BUILD_NEEDS,
-                          build_command(facts, interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
+                fix = with_pip(facts, "run on an OS image with a newer glibc/libstdc++ (see the version named in "
+                               "the error), or build it here from source (%s; needs %s): %s"
+                               % (source_build_time(SOURCE_BUILD_PACKAGES[owner or module]), SOURCE_BUILD_NEEDS,
+                                  build_command(facts, interpreter(facts), SOURCE_BUILD_PACKAGES[owner or module])))
             else:
                 fix = pip_fix(facts, [package], reinstall=True)
             found.append(finding(finding_id, evidence, fix=fix))
@@ -97,11 +97,11 @@ def rule_extension_imports(facts, options):
                         "stderr_tail": (entry.get("stderr_tail") or "")[-800:],
                         "note": "torch_geometric imports %s too, so `import torch_geometric` fails the same way; "
                                 "the other facts were probed with it blocked" % module}
-            fix = pip_fix(facts, [package], reinstall=True)
-            removal = "%s -m pip uninstall -y %s" % (interpreter(facts), dist)
+            fix = install_line(facts, [package], reinstall=True)
+            removal = pip(facts, "uninstall -y " + dist)
             if fix is None or not fix.startswith(removal):
                 fix = "%s  # or remove it: %s" % (fix, removal)
-            found.append(finding(finding_id, evidence, fix=fix))
+            found.append(finding(finding_id, evidence, fix=with_pip(facts, fix)))
     return found
 
 
@@ -205,7 +205,8 @@ def rule_no_prebuilt_wheels(facts, options):
     options_text = []
     if install["packages"]["pyg-lib"]["wheel"]:
         options_text.append("pyg-lib alone (neighbour sampling works; without torch-sparse PyG loses %s): %s" % (
-            ", ".join(WITHOUT_TORCH_SPARSE), wheel_command(py, ["pyg-lib"], install["index_url"])))
+            ", ".join(WITHOUT_TORCH_SPARSE),
+            wheel_command(py, ["pyg-lib"], install["index_url"], uv=uses_uv(facts))))
     pin = install.get("torch_pin")
     if pin:
         options_text.append("torch %s, the newest release with wheels of all three for %s (torch-sparse needs "
@@ -221,7 +222,8 @@ def rule_no_prebuilt_wheels(facts, options):
         "sources": {d: "%s (%s)" % (install["packages"][d]["source"], install["packages"][d]["source_date"])
                     for d in lacking},
         "support_table_date": install["support_table_date"]},
-        fix="pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text)))]
+        fix=with_pip(facts, "pick one: " + " | ".join("(%d) %s" % (n + 1, text)
+                                                      for n, text in enumerate(options_text))))]
 
 
 def rule_stale_local_build(facts, options):
@@ -370,8 +372,8 @@ def rule_legacy_extensions(facts, options):
                 "pyg_version": pyg_version(facts),
                 "replacement": "pyg-lib: PyG 2.8's typing.py and install docs say >= 0.6.0, the torch-cluster "
                                "deprecation notice says >= 0.7.0 (sources disagree)"},
-                fix="%s -m pip uninstall -y %s  # then install pyg_lib: %s" % (
-                    interpreter(facts), dist, pip_fix(facts, ["pyg_lib"]))))
+                fix=with_pip(facts, "%s  # then install pyg_lib: %s" % (
+                    pip(facts, "uninstall -y " + dist), install_line(facts, ["pyg_lib"])))))
     return found
 
 
@@ -384,12 +386,12 @@ def rule_duplicate_distributions(facts, options):
             found.append(finding("duplicate-distribution", {
                 "distribution": name, "versions": [r["version"] for r in package["installs"]],
                 "locations": locations},
-                fix="%s -m pip uninstall -y %s  # repeat until none is left, then reinstall one copy" % (
-                    interpreter(facts), name)))
+                fix=with_pip(facts, pip(facts, "uninstall -y " + name)
+                             + "  # repeat until none is left, then reinstall one copy")))
     for module, claimants in distributions["module_claims"].items():
         found.append(finding("duplicate-distribution", {"module": module, "distributions": claimants},
-                             fix="%s -m pip uninstall -y %s" % (interpreter(facts), " ".join(
-                                 c for c in claimants if c != "torch-geometric") or claimants[-1])))
+                             fix=with_pip(facts, pip(facts, "uninstall -y " + (" ".join(
+                                 c for c in claimants if c != "torch-geometric") or claimants[-1])))))
     return found
 
 

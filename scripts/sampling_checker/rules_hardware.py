@@ -5,7 +5,7 @@ import os
 from diagnostics_core.wheels import parse_version, platform_key, torch_install_command
 from .assemble import capability_number, match_visible_entry, torch_builds_covering
 from .findings import FINDINGS, finding
-from .install import interpreter
+from .install import interpreter, pip, uses_uv, with_pip
 from .rules_launch import launch_value
 from .static_facts import parse_int_variable
 from .tables import CUDA_MAJOR_MIN_DRIVER, NVML_FATAL_ERRORS
@@ -85,8 +85,9 @@ def torch_build_fix(facts, builds, comment):
     release = (facts["torch"].get("version") or "").split("+")[0]
     if not builds or not release:
         return None
-    command = torch_install_command(release, builds[0], interpreter(facts), platform_key(facts["python"]))
-    return "%s  # unrun; %s" % (command, comment)
+    command = torch_install_command(release, builds[0], interpreter(facts), platform_key(facts["python"]),
+                                    uses_uv(facts))
+    return with_pip(facts, "%s  # unrun; %s" % (command, comment))
 
 
 def rule_gpu(facts, options):
@@ -187,9 +188,8 @@ def rule_gates_cuda_distributed(facts, options):
                 "torch_cuda": torch.get("cuda"), "nvml": cuda.get("nvml"), "blocked_by": cuda.get("blocked_by"),
                 "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
                 severity="error" if options.require_cuda else "info",
-                fix=None if torch.get("cuda") else "%s -m pip install torch  # the default Linux wheel is a CUDA "
-                                                   "build; or pick one at https://pytorch.org/get-started"
-                % interpreter(facts)))
+                fix=None if torch.get("cuda") else with_pip(facts, pip(facts, "install torch") + (
+                    "  # the default Linux wheel is a CUDA build; or pick one at https://pytorch.org/get-started"))))
             if torch.get("cuda"):
                 found[-1]["fix"] = blocking_fix(cuda)
     distributed = facts.get("distributed") or {}
