@@ -209,3 +209,9 @@ def test_the_bundle_probes_a_torch_environment_from_an_empty_folder(tmp_path):
     document = json.loads(completed.stdout)
     assert document["checker"]["mode"] == "full" and document["torch"]["status"] == "ok", completed.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["check_sampling_backends.pyz"]
+    # The bundle holds the checker alone: a fix naming another script says where that script is.
+    fixes = {f["id"]: f["fix"] or "" for f in document["findings"]}
+    assert not [fix for fix in fixes.values() if ".pyz/" in fix], fixes
+    if "pyg-distributed-deprecated" in fixes:  # PyG >= 2.7
+        assert fixes["pyg-distributed-deprecated"].startswith(
+            "python3 scripts/ddp_neighbor_training.py --help  # from the skill's folder"), fixes

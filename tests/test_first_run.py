@@ -206,6 +206,32 @@ def test_pip_less_venvs_get_fixes_that_run(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH; enable: " + ENABLE["uv"])
+def test_a_uv_venv_gets_a_removal_that_real_uv_runs(tmp_path):
+    """legacy-extension-ignored in a pip-less uv venv with no torch (so no wheel index is known): the fix is
+    the removal alone, without -y (uv before astral-sh/uv#19082 refuses it), and the real uv runs it."""
+    prefix = tmp_path / "uv-venv"
+    subprocess.run([str(pyenv_python("3.12")), "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=120)
+    with open(prefix / "pyvenv.cfg", "a") as handle:
+        handle.write("uv = 0.13.9\n")
+    site = next((prefix / "lib").glob("python3.*/site-packages"))
+    (site / "torch_cluster").mkdir()
+    (site / "torch_cluster" / "__init__.py").write_text("")
+    info = site / "torch_cluster-1.6.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-cluster\nVersion: 1.6.3\n")
+    (info / "RECORD").write_text("".join("%s,,\n" % name for name in (
+        "torch_cluster/__init__.py", "torch_cluster-1.6.3.dist-info/METADATA", "torch_cluster-1.6.3.dist-info/RECORD")))
+    python = prefix / "bin" / "python"
+    fix = invoke_checker("--static-only", "--python", python).only("legacy-extension-ignored")["fix"]
+    assert fix == "uv pip uninstall --python %s torch-cluster" % python, fix
+    completed = plain_run(shlex.split(fix), env=dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv-cache")),
+                          cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert not info.exists() and not (site / "torch_cluster").exists()
+    assert "legacy-extension-ignored" not in invoke_checker("--static-only", "--python", python).ids()
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH; enable: " + ENABLE["uv"])
 def test_real_uv_run_with_the_pep723_header(tmp_path):
     user_venv = the_real_venv()
     env = clean_env({"VIRTUAL_ENV": str(user_venv), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),

@@ -80,7 +80,11 @@ def script_command(script, *words, **python):
     """A script of this skill by absolute path (python= another interpreter), so the line works from any
     folder: every fix that names a script is built here."""
     from .text import quote
-    return " ".join((python.get("python", "python3"), quote(os.path.join(SCRIPTS, script))) + words)
+    interpreter = python.get("python", "python3")
+    if os.path.isfile(SCRIPTS):  # run from the zipapp, which holds the checker alone: the script is not here
+        return "%s  # from the skill's folder; %s does not hold %s" % (
+            " ".join((interpreter, "scripts/" + script) + words), os.path.basename(SCRIPTS), script)
+    return " ".join((interpreter, quote(os.path.join(SCRIPTS, script))) + words)
 
 
 def sort_findings(findings):

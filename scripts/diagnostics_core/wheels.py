@@ -232,6 +232,8 @@ def pip_command(python, args, uv=False):
     """`python -m pip ARGS`; uv=True: `uv pip VERB --python python ...`, for a venv uv made without pip."""
     if uv:
         verb, _, rest = args.partition(" ")
+        if verb == "uninstall" and rest.startswith("-y "):
+            rest = rest[len("-y "):]  # uv never asks, and uv before astral-sh/uv#19082 (2026-04-20) refuses -y
         return "uv pip %s --python %s %s" % (verb, python, rest)
     return "%s -m pip %s" % (python, args)
 

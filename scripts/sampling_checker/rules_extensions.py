@@ -99,7 +99,9 @@ def rule_extension_imports(facts, options):
                                 "the other facts were probed with it blocked" % module}
             fix = install_line(facts, [package], reinstall=True)
             removal = pip(facts, "uninstall -y " + dist)
-            if fix is None or not fix.startswith(removal):
+            if fix is None:  # no wheel index known for this torch build: removing it is the fix left
+                fix = removal
+            elif not fix.startswith(removal):
                 fix = "%s  # or remove it: %s" % (fix, removal)
             found.append(finding(finding_id, evidence, fix=with_pip(facts, fix)))
     return found
@@ -372,10 +374,15 @@ def rule_legacy_extensions(facts, options):
                 "pyg_version": pyg_version(facts),
                 "replacement": "pyg-lib: PyG 2.8's typing.py and install docs say >= 0.6.0, the torch-cluster "
                                "deprecation notice says >= 0.7.0 (sources disagree)"},
-                fix=with_pip(facts, "%s  # then install pyg_lib: %s" % (
-                    pip(facts, "uninstall -y " + dist), install_line(facts, ["pyg_lib"])))))
+                fix=with_pip(facts, legacy_removal(facts, dist))))
     return found
 
+
+
+def legacy_removal(facts, dist):
+    removal = pip(facts, "uninstall -y " + dist)
+    pyg_lib = install_line(facts, ["pyg_lib"])
+    return removal if pyg_lib is None else "%s  # then install pyg_lib: %s" % (removal, pyg_lib)
 
 def rule_duplicate_distributions(facts, options):
     found = []
