@@ -11,8 +11,8 @@ import re
 import sys
 
 from . import sandbox
-from .cli import UsageError
-from .text import safe_str, sanitise_text
+from .cli import UsageError, internal_error
+from .text import safe_str, sanitise_text, write_json
 
 
 class CallTimeout(Exception):
@@ -175,3 +175,19 @@ def run_tool_child(script, child_flag, options, stuck):
 
 
 NO_CALL_RUNNING = "no announced call (the child died between calls, in the tool's own code)"
+
+
+def run_checker(options, run_child, diagnose, report):
+    """A checker's run after its command line was accepted: the child gathers the facts, the rules
+    diagnose them, `report(facts, findings, child_state, internal_error=None)` makes the (document,
+    exit code). Whatever raises on the way is the checker's internal error, reported with what was
+    gathered so far: still one JSON document."""
+    facts, findings, state = {}, [], None
+    try:
+        facts, state = run_child(options)
+        findings = diagnose(facts, options, state)
+        document, exit_code = report(facts, findings, state)
+    except Exception as error:
+        document, exit_code = report(facts, findings, state, internal_error=internal_error(error, error_text))
+    write_json(document, options.pretty)
+    return exit_code

@@ -135,23 +135,6 @@ def internal_error(error, describe):
     return {"error": describe(error), "traceback": traceback.format_exc()[-3000:]}
 
 
-def run_checker(options, run_child, diagnose, report):
-    """A checker's run after its command line was accepted: the child gathers the facts, the rules
-    diagnose them, `report(facts, findings, child_state, internal_error=None)` makes the (document,
-    exit code). Whatever raises on the way is the checker's internal error, reported with what was
-    gathered so far: still one JSON document."""
-    from .calls import error_text
-    facts, findings, state = {}, [], None
-    try:
-        facts, state = run_child(options)
-        findings = diagnose(facts, options, state)
-        document, exit_code = report(facts, findings, state)
-    except Exception as error:
-        document, exit_code = report(facts, findings, state, internal_error=internal_error(error, error_text))
-    write_json(document, options.pretty)
-    return exit_code
-
-
 def refuse(tool, error, document):
     """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
     from .markdown import stderr_line

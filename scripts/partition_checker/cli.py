@@ -101,4 +101,4 @@ def main(argv=None):
 
     def report(facts, findings, state, internal_error=None):
         return render(facts, findings, options, started, internal_error=internal_error)
-    return cli.run_checker(options, run_child, diagnose, report)
+    return calls.run_checker(options, run_child, diagnose, report)

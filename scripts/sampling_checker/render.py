@@ -10,12 +10,8 @@ from diagnostics_core.cli import docs_path
 from diagnostics_core.contract import SEVERITY_ORDER
 from diagnostics_core.markdown import cell, code, private_names, redact, terminal_line
 from diagnostics_core.text import write_json, write_text
-from .findings import CHECKER_VERSION, TOOL
+from .findings import CHECKER_VERSION, FACT_SECTIONS, TOOL
 from .tables import DEFAULT_TIMEOUT
-
-
-FACT_SECTIONS = ("interpreter", "python", "distributions", "torch_build", "pyg_source", "cpu", "environment",
-                 "probe", "torch", "cuda", "distributed", "pyg", "extensions", "sampling", "install")
 
 
 def render(facts, findings, gates, options, started, internal_error=None, usage_error=False):

@@ -1,8 +1,7 @@
 """The JSON Schema of the checker's output (--schema)."""
 
 from diagnostics_core.contract import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
-from .findings import FINDINGS, SCHEMA_VERSION
-from .render import FACT_SECTIONS
+from .findings import FACT_SECTIONS, FINDINGS, SCHEMA_VERSION
 
 
 def json_schema():

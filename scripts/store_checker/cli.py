@@ -144,4 +144,4 @@ def main(argv=None):
             stderr_line("check_store_contract.py: error: %s (store-reference-not-found)" % facts["setup"]["error"])
         return render(facts, findings, options, CallerState() if state is None else state, started,
                       usage_error=not_found, internal_error=internal_error)
-    return cli.run_checker(options, run_child, diagnose, report)
+    return calls.run_checker(options, run_child, diagnose, report)
