@@ -7,6 +7,7 @@ torch install, a source build's prerequisites, and the skips' enabling commands.
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -338,4 +339,4 @@ def test_readme_lists_every_skip_with_its_enabling_command():
     for key, text in ENABLE.items():  # what the skip texts say is in README too
         first = text.split(" (")[0].split(", or")[0].format(minor="3.12")
         assert first.split(" && ")[-1] in readme, (key, first)
-    assert "about 11 minutes on 2 cores" in readme
+    assert re.search(r"on 2 cores the tests take about \d+ minutes without a sampling backend", readme)
