@@ -44,22 +44,12 @@ def help_text(tool):
     return parser.format_help().encode("utf-8")
 
 
-def listed_findings(tool):
-    """What `TOOL --list-findings` prints: the registry's rows of that tool, as write_json prints them."""
-    import json
-    table = json.loads(read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json")).decode("utf-8"))[tool]
-    listed = [{"id": fid, "severity": severity, "title": title, "docs": "references/troubleshooting.md#" + fid}
-              for fid, (severity, title) in sorted(table.items())]
-    return (json.dumps(listed, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
-
-
 def generated_files():
     """(path, function giving its bytes) of every file this script writes, the help texts first: the
     bundle holds the checker's."""
     files = []
     for tool in sorted(PARSER_MODULES):
         files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool: help_text(t)))
-        files.append((os.path.join(GENERATED, tool + ".list-findings.json"), lambda t=tool: listed_findings(t)))
     return files + [(BUNDLE, bundle_bytes)]
 
 
@@ -71,13 +61,23 @@ def bundle_entries():
         for name in sorted(os.listdir(folder)):
             if name.endswith(".py"):
                 entries.append(("%s/%s" % (package, name), read(os.path.join(folder, name))))
-    entries.append(("diagnostics_core/findings.json", read(os.path.join(SCRIPTS, "diagnostics_core", "findings.json"))))
-    for kind in ("help.txt", "list-findings.json"):
-        name = "check_sampling_backends." + kind
-        entries.append(("diagnostics_core/generated/" + name, read(os.path.join(GENERATED, name))))
-    entries.append(("diagnostics_core/docs/troubleshooting.md",
-                    read(os.path.join(ROOT, "references", "troubleshooting.md"))))
+    entries.append(("sampling_checker/findings.json", read(os.path.join(SCRIPTS, "sampling_checker", "findings.json"))))
+    name = "check_sampling_backends.help.txt"
+    entries.append(("diagnostics_core/generated/" + name, read(os.path.join(GENERATED, name))))
+    entries.append(("diagnostics_core/docs/troubleshooting.md", checker_docs()))
     return entries
+
+
+def checker_docs():
+    """The troubleshooting sections of the checker's own finding ids (what --explain prints from the
+    bundle), in the reference's order: editing another tool's section leaves the bundle as it is."""
+    import json
+    sys.path.insert(0, SCRIPTS)
+    from diagnostics_core.fast import doc_section
+    text = read(os.path.join(ROOT, "references", "troubleshooting.md")).decode("utf-8")
+    ids = json.loads(read(os.path.join(SCRIPTS, "sampling_checker", "findings.json")).decode("utf-8"))
+    sections = [doc_section(text, finding_id) for finding_id in sorted(ids, key=lambda i: text.find("### " + i + "\n"))]
+    return "".join(section + "\n" for section in sections if section).encode("utf-8")
 
 
 def read(path):

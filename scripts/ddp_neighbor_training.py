@@ -16,7 +16,7 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
 from diagnostics_core import fast  # noqa: E402
 
 # --help, --list-findings and --explain ID are answered before the imports below load (agents ask often).
-ANSWERED = fast.answer("ddp_neighbor_training") if __name__ == "__main__" else None
+ANSWERED = fast.answer("ddp_recipe", "ddp_neighbor_training") if __name__ == "__main__" else None
 if ANSWERED is not None:
     sys.exit(ANSWERED)
 
@@ -34,7 +34,7 @@ from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E
 from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool, registered_findings  # noqa: E402
 from diagnostics_core.text import write_json  # noqa: E402
 
-FINDINGS = registered_findings("ddp_neighbor_training")  # id -> (severity, title)
+FINDINGS = registered_findings("ddp_recipe")  # id -> (severity, title)
 TOOL = Tool("ddp_neighbor_training", "1.1.0", "1.0", FINDINGS, usage_id="ddp-usage-error",
             internal_id="ddp-internal-error", meta_key="tool")
 

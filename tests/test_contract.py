@@ -28,7 +28,7 @@ TOOLS = {
 LIBRARY = ("diagnostics_core",)
 TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
                  "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",),
-                 "compare_reports": ("cluster_compare",)}
+                 "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",)}
 EXPLAIN_MAX_LINES = 80
 
 
@@ -148,18 +148,17 @@ def test_no_tool_imports_another_tool():
         assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
 
 
-def test_the_finding_registry_keeps_one_tool_a_block_and_one_id_a_line():
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_each_tool_keeps_its_registry_beside_its_package_one_id_a_line(tool):
     """The metadata fast path finds an id by its line (diagnostics_core/fast.py): the layout is checked here."""
-    registry = SCRIPTS / "diagnostics_core" / "findings.json"
+    registry = SCRIPTS / TOOL_PACKAGES[tool][0] / "findings.json"
     text = registry.read_text()
     table = json.loads(text)
-    assert sorted(table) == sorted(TOOLS)
-    for tool, findings in table.items():
-        block = text[text.index('\n  "%s": {\n' % tool):]
-        block = block[:block.index("\n  }")]
-        for finding_id, (severity, title) in findings.items():
-            assert '\n    "%s": [' % finding_id in block, (tool, finding_id)
-            assert severity in ("error", "warning", "info") and title
+    assert sorted(table) == sorted(listed_ids(tool))
+    for finding_id, (severity, title) in table.items():
+        assert '\n  "%s": [' % finding_id in text, (tool, finding_id)
+        assert severity in ("error", "warning", "info") and title
+    assert not (SCRIPTS / "diagnostics_core" / "findings.json").exists()  # no shared registry on the shared floor
 
 
 def test_the_fast_metadata_answers_match_argparse(tmp_path):

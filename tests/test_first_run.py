@@ -440,8 +440,8 @@ def test_wheel_ships_every_tool_and_the_docs_its_findings_point_at(tmp_path):
     for tool in TOOLS:
         assert "%s.py" % tool in names
     # The packages behind the entry files, with the data they read (registry, help texts).
-    for data in ("diagnostics_core/findings.json", "diagnostics_core/generated/check_sampling_backends.help.txt",
-                 "diagnostics_core/generated/check_store_contract.list-findings.json", "partition_checker/rules.py",
+    for data in ("sampling_checker/findings.json", "diagnostics_core/generated/check_sampling_backends.help.txt",
+                 "store_checker/findings.json", "ddp_recipe/findings.json", "partition_checker/rules.py",
                  "cluster_compare/cli.py", "diagnostics_core/generated/ddp_neighbor_training.help.txt"):
         assert data in names, data
     assert any(n.endswith(".data/data/share/scalable-distributed/references/troubleshooting.md") for n in names)

@@ -13,7 +13,7 @@ TOOL_VERSION = "1.0.0"
 GATE = "consistent"
 
 
-FINDINGS = registered_findings("compare_reports")  # id -> (severity, title)
+FINDINGS = registered_findings("cluster_compare")  # id -> (severity, title)
 
 
 TOOL = Tool("compare_reports", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,

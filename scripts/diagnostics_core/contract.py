@@ -27,12 +27,12 @@ ok and exit codes (the same in every tool of this skill):
 """
 
 
-def registered_findings(tool_name):
-    """The tool's finding table, id -> (severity, title), from diagnostics_core/findings.json: every
-    tool's ids in one registry, read as data (in a zipapp too). The metadata commands that need no
-    table are answered before a tool imports its table (diagnostics_core/fast.py)."""
+def registered_findings(package):
+    """The tool's finding table, id -> (severity, title), from its registry <package>/findings.json,
+    read as data (in a zipapp too). The metadata commands that need no table are answered before a
+    tool imports its table (diagnostics_core/fast.py)."""
     from .fast import finding_table
-    return dict((finding_id, tuple(entry)) for finding_id, entry in finding_table(tool_name).items())
+    return dict((finding_id, tuple(entry)) for finding_id, entry in finding_table(package).items())
 
 
 class Tool(object):

@@ -17,7 +17,7 @@ from . import fast
 def tool_main(package, tool_name):
     """The tool's main(argv=None) -> exit code (console scripts call it too)."""
     def main(argv=None):
-        answered = fast.answer(tool_name, argv)
+        answered = fast.answer(package, tool_name, argv)
         if answered is not None:
             return answered
         return importlib.import_module(package + ".cli").main(argv)

@@ -74,19 +74,17 @@ def doc_section(text, heading):
     return "\n".join(lines[start:end]).rstrip() + "\n"
 
 
-def finding_table(tool_name):
-    """id -> [severity, title] of one tool, from diagnostics_core/findings.json."""
+def finding_table(package):
+    """id -> [severity, title] of one tool, from its registry: <package>/findings.json beside its code."""
     import json
-    return json.loads(package_file("diagnostics_core", "findings.json").decode("utf-8"))[tool_name]
+    return json.loads(package_file(package, "findings.json").decode("utf-8"))
 
 
-def is_finding_of(tool_name, finding_id):
-    """Whether the registry lists `finding_id` for the tool, read without the json module: the registry
-    keeps one tool a block and one id a line (tests/test_contract.py checks that layout)."""
-    text = package_file("diagnostics_core", "findings.json").decode("utf-8")
-    start = text.find('\n  "%s": {\n' % tool_name)
-    end = text.find("\n  }", start)
-    return start >= 0 and '\n    "%s": [' % finding_id in text[start:end]
+def is_finding_of(package, finding_id):
+    """Whether the tool's registry lists `finding_id`, read without the json module: a registry keeps one
+    id a line (tests/test_contract.py checks that layout)."""
+    data = package_file(package, "findings.json")
+    return data is not None and ('\n  "%s": [' % finding_id) in data.decode("utf-8")
 
 
 def generated_file(tool_name, kind):
@@ -94,7 +92,7 @@ def generated_file(tool_name, kind):
     return package_file("diagnostics_core", "generated/%s.%s" % (tool_name, kind))
 
 
-def answer(tool_name, argv=None):
+def answer(package, tool_name, argv=None):
     """Exit code when the command line was one of the metadata commands this module answers, else None
     (then the tool's argparse parser takes it, refusals included)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -105,7 +103,7 @@ def answer(tool_name, argv=None):
     if argv in (["--list-findings"], ["--list-findings", "--pretty"], ["--pretty", "--list-findings"]):
         import json
         listed = [{"id": fid, "severity": severity, "title": title, "docs": "%s#%s" % (DOCS, fid)}
-                  for fid, (severity, title) in sorted(finding_table(tool_name).items())]
+                  for fid, (severity, title) in sorted(finding_table(package).items())]
         pretty = "--pretty" in argv
         return write((json.dumps(listed, indent=2 if pretty else None, separators=None if pretty else (",", ":"),
                                  ensure_ascii=False) + "\n").encode("utf-8"))
@@ -115,7 +113,7 @@ def answer(tool_name, argv=None):
         if os.path.isfile(schema):
             with open(schema, "rb") as handle:
                 return write(handle.read())
-    if len(argv) == 2 and argv[0] == "--explain" and is_finding_of(tool_name, argv[1]):
+    if len(argv) == 2 and argv[0] == "--explain" and is_finding_of(package, argv[1]):
         text = docs_text()
         section = doc_section(text, argv[1]) if text else None
         return None if section is None else write(section.encode("utf-8"))

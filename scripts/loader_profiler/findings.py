@@ -7,7 +7,7 @@ from diagnostics_core.contract import Tool, registered_findings
 SCHEMA_VERSION = "1.0"
 VERSION = "1.0.0"
 
-FINDINGS = registered_findings("profile_loader")  # id -> (severity, title)
+FINDINGS = registered_findings("loader_profiler")  # id -> (severity, title)
 
 TOOL = Tool("profile_loader", VERSION, SCHEMA_VERSION, FINDINGS, usage_id="profile-loader-usage-error",
             internal_id="profile-loader-internal-error", meta_key="tool")

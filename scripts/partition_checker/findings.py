@@ -50,7 +50,7 @@ FEATURES_SHOWN = 256  # features described per type and part; a file may hold an
 NAME_LIMIT = 256  # characters of a feature name kept
 
 
-FINDINGS = registered_findings("check_partition")  # id -> (severity, title)
+FINDINGS = registered_findings("partition_checker")  # id -> (severity, title)
 
 
 TOOL = Tool("check_partition", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,

@@ -11,7 +11,7 @@ CHECKER_VERSION = "2.0.0"
 MIN_PYTHON = (3, 8)
 
 
-FINDINGS = registered_findings("check_sampling_backends")  # id -> (severity, title)
+FINDINGS = registered_findings("sampling_checker")  # id -> (severity, title)
 
 # The document's fact sections, in the order it prints them (render and the JSON schema both follow it).
 FACT_SECTIONS = ("interpreter", "python", "distributions", "torch_build", "pyg_source", "cpu", "environment",

@@ -35,7 +35,7 @@ SCRATCH_EDGE_TYPE = (SCRATCH_NAME, "to", SCRATCH_NAME)
 MISSING_EDGE_TYPE = (MISSING_NAME, "to", MISSING_NAME)
 
 
-FINDINGS = registered_findings("check_store_contract")  # id -> (severity, title)
+FINDINGS = registered_findings("store_checker")  # id -> (severity, title)
 
 
 TOOL = Tool("check_store_contract", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
