@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, clean_env, pyenv_python
 
-BENCHMARK = ROOT / "scripts" / "benchmark_checker.py"
+BENCHMARK = ROOT / "maintainers" / "benchmark_checker.py"
 
 
 def run_benchmark(*args, python=sys.executable):

@@ -3,7 +3,7 @@ argparse, json or anything else is imported: an agent asks these often, and ever
 run imports from the skill's folder is compiled anew (the folder is never written, so no bytecode
 is cached there). --help prints the text argparse produced at build time, and --list-findings the
 document the tool would print (diagnostics_core/generated/<tool>.help.txt and .list-findings.json),
-both written by scripts/build_bundle.py; tests/test_contract.py fails when they are stale."""
+both written by maintainers/build_bundle.py; tests/test_contract.py fails when they are stale."""
 
 import os
 import sys
@@ -88,7 +88,7 @@ def is_finding_of(package, finding_id):
 
 
 def generated_file(tool_name, kind):
-    """A file scripts/build_bundle.py wrote for the tool: kind "help.txt" or "list-findings.json"."""
+    """A file maintainers/build_bundle.py wrote for the tool: kind "help.txt" or "list-findings.json"."""
     return package_file("diagnostics_core", "generated/%s.%s" % (tool_name, kind))
 
 
@@ -96,7 +96,7 @@ def answer(package, tool_name, argv=None):
     """Exit code when the command line was one of the metadata commands this module answers, else None
     (then the tool's argparse parser takes it, refusals included)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--list-findings"]:  # generated from the registry by scripts/build_bundle.py
+    if argv == ["--list-findings"]:  # generated from the registry by maintainers/build_bundle.py
         listed = generated_file(tool_name, "list-findings.json")
         if listed is not None:
             return write(listed)

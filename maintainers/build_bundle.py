@@ -7,8 +7,8 @@ The bundle is a zipapp (PEP 441) of the entry file, the sampling_checker package
 diagnostics_core library and references/troubleshooting.md (for --explain). It runs with any
 Python 3.8+ and nothing else: `python3 check_sampling_backends.pyz --pretty`.
 
-The file is generated: edit the sources, then run `python3 scripts/build_bundle.py`.
-tests/test_bundle.py fails when the committed bundle differs from what this script writes.
+The file is generated: edit the sources, then run `python3 maintainers/build_bundle.py`.
+tests/test_contract.py::test_the_bundle_is_what_the_build_script_writes fails when the committed bundle differs from what this script writes.
 Entries are stored uncompressed, in sorted order, with a fixed timestamp, so the same sources
 always give the same bytes.
 """
@@ -19,8 +19,8 @@ import os
 import sys
 import zipfile
 
-SCRIPTS = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(SCRIPTS)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "scripts")
 BUNDLE = os.path.join(SCRIPTS, "check_sampling_backends.pyz")
 PACKAGES = ("diagnostics_core", "sampling_checker")
 GENERATED = os.path.join(SCRIPTS, "diagnostics_core", "generated")
@@ -116,7 +116,7 @@ def main(argv=None):
             os.chmod(path, 0o755)
         sys.stderr.write("wrote %s (%d bytes)\n" % (path, len(data)))
     if stale:
-        sys.stderr.write("out of date: %s; run python3 scripts/build_bundle.py\n" % ", ".join(stale))
+        sys.stderr.write("out of date: %s; run python3 maintainers/build_bundle.py\n" % ", ".join(stale))
         return 1
     return 0
 

@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.dont_write_bytecode = True  # the skill's folder stays as it was
-_here = os.path.dirname(os.path.abspath(__file__))
+_here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
