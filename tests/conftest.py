@@ -348,3 +348,9 @@ def traced_run(command, env, cwd, watched, timeout=300):
     changed = sorted(set(before.items()) ^ set(after.items()))
     problems.extend("changed: %s %s" % (path, kind) for path, kind in changed)
     return completed, problems
+
+
+def pytest_configure(config):
+    # The registry test (tests/test_contract.py) reads these marks: every finding id of every tool is
+    # reproduced by a test that marks it and asserts it in that tool's JSON.
+    config.addinivalue_line("markers", "finding(*ids): the finding ids this test reproduces and asserts")
