@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,11 @@ def strict_json(stdout_bytes):
         elif isinstance(value, str):
             assert not re.search("[\ud800-\udfff]", value), "unpaired surrogate in %r" % value[:200]
     return document
+
+
+def plain_run(command, env=None, cwd=None, timeout=300):
+    return subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else clean_env(), cwd=cwd, stdin=subprocess.DEVNULL)
 
 
 def invoke_tool(script, *args, env=None, cwd=None, python=None, timeout=300):
@@ -247,24 +253,6 @@ def venv_factory(tmp_path_factory):
     return make
 
 
-def diagnoses(*finding_ids):
-    """Marks a test as the one that asserts these main-checker finding ids (any test file)."""
-    def register(test):
-        test.diagnoses = finding_ids
-        return test
-    return register
-
-
-def diagnosis_test_ids():
-    """Every id named by a @diagnoses(...) decorator in tests/test_*.py, read from the source
-    so that running one file alone still sees the whole suite's coverage."""
-    ids = set()
-    for path in sorted(Path(__file__).parent.glob("test_*.py")):
-        for arguments in re.findall(r"^@diagnoses\(([^)]*)\)", path.read_text(), re.M):
-            ids.update(re.findall(r"[\"']([a-z0-9-]+)[\"']", arguments))
-    return ids
-
-
 @functools.lru_cache(maxsize=None)
 def load_checker():
     """The checker's modules as one namespace (stdlib only), to replay its rules on edited facts.
@@ -350,7 +338,17 @@ def traced_run(command, env, cwd, watched, timeout=300):
     return completed, problems
 
 
+@pytest.fixture
+def token():
+    """A marker in the tool's environment; every process it (or its children) starts inherits it; what
+    still carries it at the end of the test is ended (support/hostile_fakes.py)."""
+    from support import hostile_fakes
+    value = uuid.uuid4().hex
+    yield value
+    hostile_fakes.end_survivors(value)
+
+
 def pytest_configure(config):
-    # The registry test (tests/test_contract.py) reads these marks: every finding id of every tool is
+    # The registry test (tests/test_contract_every_tool.py) reads these marks: every finding id of every tool is
     # reproduced by a test that marks it and asserts it in that tool's JSON.
     config.addinivalue_line("markers", "finding(*ids): the finding ids this test reproduces and asserts")

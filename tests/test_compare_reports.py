@@ -2,7 +2,7 @@
 
 The reports come from the checker itself (--static-only: milliseconds), run
 with the environment a node of a misconfigured job would have. Version drift
-between hosts is tested on the network-namespace hosts in test_multihost.py.
+between hosts is tested on the network-namespace hosts in test_recipe_multihost.py.
 """
 
 import json
@@ -53,6 +53,7 @@ def launch(rank, world=2, **extra):
     return env
 
 
+@pytest.mark.finding("cluster-report-incomplete")
 def test_agreeing_reports_pass_and_name_the_groups(tmp_path):
     a, b = gather(tmp_path, "node0", launch(0)), gather(tmp_path, "node1", launch(1))
     completed, document = compare(a, b)
@@ -68,6 +69,7 @@ def test_agreeing_reports_pass_and_name_the_groups(tmp_path):
     assert incomplete and "torch" in incomplete[0]["evidence"]["missing"]
 
 
+@pytest.mark.finding("cluster-launch-disagrees")
 def test_launch_variables_that_disagree(tmp_path):
     a = gather(tmp_path, "node0", launch(0))
     b = gather(tmp_path, "node1", launch(1, MASTER_ADDR="node0.cluster", MASTER_PORT="29501"))
@@ -80,6 +82,7 @@ def test_launch_variables_that_disagree(tmp_path):
     assert facts["MASTER_PORT"]["fix"].startswith("export MASTER_PORT=")
 
 
+@pytest.mark.finding("cluster-rank-duplicate", "cluster-rank-missing")
 def test_duplicate_and_missing_ranks(tmp_path):
     # Two processes got RANK=0 (exported in the job script); rank 1 and 2 never report.
     a = gather(tmp_path, "node0", launch(0, world=3))
@@ -100,6 +103,7 @@ def test_slurm_ranks_count_when_torch_variables_are_unset(tmp_path):
     assert [r["rank_variable"] for r in document["reports"]] == ["SLURM_PROCID"] * 2
 
 
+@pytest.mark.finding("cluster-socket-ifname-missing")
 def test_interface_variable_naming_a_missing_interface(tmp_path):
     real = sorted(p.name for p in Path("/sys/class/net").iterdir())[0]
     a = gather(tmp_path, "node0", launch(0, GLOO_SOCKET_IFNAME=real))
@@ -113,6 +117,7 @@ def test_interface_variable_naming_a_missing_interface(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+@pytest.mark.finding("cluster-cpu-count-differs")
 def test_core_counts_that_differ_are_info(tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 usable cores to restrict one report to 1")
@@ -137,6 +142,7 @@ def test_unreadable_report_is_a_usage_error(tmp_path):
     assert document["findings"][0]["evidence"]["file"] == str(broken)
 
 
+@pytest.mark.finding("cluster-report-unreadable")
 def test_no_report_is_a_usage_error(tmp_path):
     completed, document = compare(tmp_path)  # an empty folder
     assert completed.returncode == 2 and ids(document) == ["cluster-report-unreadable"]
@@ -153,6 +159,7 @@ def test_folder_of_reports_and_markdown(tmp_path):
     assert "## error `cluster-launch-disagrees`: MASTER_PORT differs" in completed.stdout
 
 
+@pytest.mark.finding("cluster-single-report")
 def test_single_report_is_info(tmp_path):
     completed, document = compare(gather(tmp_path, "node0", launch(0, world=1)))
     assert completed.returncode == 0 and "cluster-single-report" in ids(document)

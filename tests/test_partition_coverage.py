@@ -1,5 +1,5 @@
 """scripts/check_partition.py on the partition faults no other test reproduces, one damaged copy of
-PyG's own Partitioner output each (tests/_partition_damage.py), run the way an agent runs it; and the
+PyG's own Partitioner output each (tests/support/partition_damage.py), run the way an agent runs it; and the
 internal-error path."""
 
 import json
@@ -31,7 +31,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory):
     out = tmp_path_factory.mktemp("partitions")
-    completed = subprocess.run([sys.executable, str(ROOT / "tests" / "_partition_damage.py"), str(out)],
+    completed = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "partition_damage.py"), str(out)],
                                capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -50,6 +50,18 @@ def ids(document):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.finding(
+    "partition-edge-coverage",
+    "partition-feature-mismatch",
+    "partition-file-missing",
+    "partition-graph-invalid",
+    "partition-graph-not-sorted",
+    "partition-map-invalid",
+    "partition-meta-missing",
+    "partition-offset-mismatch",
+    "partition-part-unexpected",
+    "partition-pickle-fallback",
+    "partition-types-mismatch")
 def test_each_partition_fault_gets_its_finding(roots, case):
     finding_id, severity, key = CASES[case]
     document = check(roots[case])
@@ -68,6 +80,7 @@ def test_the_undamaged_partitions_have_none_of_these_findings(roots):
         assert not set(ids(document)) & {c[0] for c in CASES.values()}, (case, ids(document))
 
 
+@pytest.mark.finding("partition-checker-internal-error")
 def test_a_rule_that_breaks_is_an_internal_error_with_json(roots):
     code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_partition as tool\n"
             "import partition_checker.rules as rules\n"

@@ -1,7 +1,7 @@
 """scripts/check_store_contract.py, run the way an agent runs it.
 
 Every case is a subprocess on the real torch and PyG, judged by its exit code
-and the finding ids in its JSON. The store pairs live in tests/_store_fixtures.py:
+and the finding ids in its JSON. The store pairs live in tests/support/store_fixtures.py:
 PyG's own LocalFeatureStore/LocalGraphStore as the reference, and pairs broken
 on purpose. The slow part is interpreter start-up (torch + PyG), so all cases
 start together in one module fixture and the tests read their results.
@@ -20,7 +20,7 @@ from conftest import strict_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
-FIXTURES = "tests/_store_fixtures.py"
+FIXTURES = "tests/support/store_fixtures.py"
 BACKEND_PROBE = ("import torch_geometric.typing as t; "
                  "print('pyg-lib' if t.WITH_PYG_LIB else 'torch-sparse' if t.WITH_TORCH_SPARSE else '')")
 
@@ -140,6 +140,7 @@ def test_list_findings_names_every_id_with_its_docs_anchor(runs):
     ["--feature-store", ref("reference_feature_store")],
     ["--no-such-flag"],
 ])
+@pytest.mark.finding("store-usage-error")
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
     run = run_checker(args, timeout=30)
     assert run.returncode == 2
@@ -194,6 +195,7 @@ def test_reference_sampling_batch_has_the_right_shapes(runs, case):
     assert node_counts and min(node_counts) >= 1
 
 
+@pytest.mark.finding("store-sampling-unavailable")
 def test_missing_backend_gives_a_warning_naming_the_main_checker(runs):
     run = runs["reference_no_backend"]
     assert run.returncode == 0
@@ -225,6 +227,7 @@ def test_write_check_round_trips_and_leaves_the_store_as_found(runs):
     assert {"put_tensor", "remove_tensor", "put_edge_index", "remove_edge_index"} <= set(recorded)
 
 
+@pytest.mark.finding("store-write-cleanup-failed", "store-write-roundtrip-failed")
 def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
     run = runs["sticky_writes"]
     assert run.returncode == 1
@@ -251,6 +254,17 @@ def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
     ("subtle", "store-missing-key-behaviour", {"call": "get_tensor(<missing attr>)"}),
     ("subtle", "store-graph-meta-invalid", {"meta_type": "NoneType"}),
 ])
+@pytest.mark.finding(
+    "store-dtype-inconsistent",
+    "store-edge-index-dtype",
+    "store-edge-pointer-invalid",
+    "store-edge-sorted-claim-false",
+    "store-edge-type-unknown-node-type",
+    "store-graph-meta-invalid",
+    "store-listed-attr-missing",
+    "store-missing-key-behaviour",
+    "store-row-count-mismatch",
+    "store-wrong-base-class")
 def test_broken_store_gives_expected_finding(runs, case, finding_id, evidence):
     run = runs[case]
     assert run.returncode == 1 and run.document["ok"] is False
@@ -261,17 +275,20 @@ def test_broken_store_gives_expected_finding(runs, case, finding_id, evidence):
     assert matches[0]["fix"]
 
 
+@pytest.mark.finding("store-tensor-not-tensor")
 def test_lists_and_arrays_are_both_rejected(runs):
     returned = {f["evidence"]["attr"]: f["evidence"]["returned"]["type"]
                 for f in runs["lists_not_tensors"].document["findings"] if f["id"] == "store-tensor-not-tensor"}
     assert returned == {"x": "list", "y": "numpy.ndarray"}
 
 
+@pytest.mark.finding("store-factory-failed")
 def test_factory_error_is_reported_with_its_message(runs):
     evidence = runs["broken_factory"].finding("store-factory-failed")["evidence"]
     assert "ConnectionError: cannot reach feature service" in evidence["error"]
 
 
+@pytest.mark.finding("store-call-timeout")
 def test_hanging_store_gives_a_timeout_finding_and_exits_promptly(runs):
     run = runs["hanging"]
     assert run.returncode == 1
@@ -285,6 +302,7 @@ def test_hanging_store_gives_a_timeout_finding_and_exits_promptly(runs):
     ("mismatched_rows", "IndexError"),
     ("subtle", "'NoneType' object has no attribute 'get'"),
 ])
+@pytest.mark.finding("store-sampling-failed")
 def test_real_loader_batch_fails_where_the_contract_is_broken(runs, case, error_fragment):
     needs_backend(runs)
     found = runs[case].finding("store-sampling-failed")

@@ -1,5 +1,5 @@
 """scripts/check_store_contract.py on the store faults no other test reproduces, one pair each
-(tests/_store_coverage_fixtures.py), run the way an agent runs it; and the internal-error path."""
+(tests/support/store_coverage_fixtures.py), run the way an agent runs it; and the internal-error path."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, strict_json
 
 SCRIPT = str(ROOT / "scripts" / "check_store_contract.py")
-FIXTURES = "tests/_store_coverage_fixtures.py"
+FIXTURES = "tests/support/store_coverage_fixtures.py"
 
 
 def check(name, *args):
@@ -41,6 +41,15 @@ CASES = {
 
 
 @pytest.mark.parametrize("fixture", sorted(CASES))
+@pytest.mark.finding(
+    "store-edge-attrs-malformed",
+    "store-edge-features-not-sampled",
+    "store-edge-index-shape",
+    "store-edge-size-missing",
+    "store-homo-hetero-mismatch",
+    "store-no-edges",
+    "store-no-features",
+    "store-tensor-attrs-malformed")
 def test_each_store_fault_gets_its_finding(fixture):
     finding_id, severity, evidence = CASES[fixture]
     document = check(fixture)
@@ -60,6 +69,7 @@ def test_the_reference_pair_has_none_of_these_findings():
     assert document["ok"] is True
 
 
+@pytest.mark.finding("store-checker-internal-error")
 def test_a_rule_that_breaks_is_an_internal_error_with_json():
     """The checker's own failure path: a rule raising is exit 3 with store-checker-internal-error."""
     code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_store_contract as tool\n"

@@ -1,0 +1,260 @@
+"""Extensions and stores that misbehave the way real ones do, for tests/test_hostile.py.
+
+Every helper writes into a caller-given directory and nowhere else. Processes
+they start carry the environment variable HOSTILE_TOKEN of the test, so a test
+can find any that outlived the tool (see survivors()).
+"""
+
+import os
+import subprocess
+import textwrap
+
+from support import fakes
+
+TOKEN_VARIABLE = "HOSTILE_TOKEN"
+
+
+def daemonising_extension(root, module, setsid=True):
+    """Import that forks a grandchild which keeps the inherited pipes and sleeps.
+
+    setsid=True: double fork + setsid, the way a daemon detaches (it leaves the
+    child's process group and session). setsid=False: a plain fork whose
+    child only holds the pipes open.
+    """
+    source = textwrap.dedent("""\
+        import os, time
+        pid = os.fork()
+        if pid == 0:
+            if %r:
+                os.setsid()
+                if os.fork() != 0:
+                    os._exit(0)
+            time.sleep(900)
+            os._exit(0)
+        if %r:
+            os.waitpid(pid, 0)
+        """ % (setsid, setsid))
+    return fakes.make_package(root, module, source)
+
+
+def undecodable_error_extension(root, module, size=100000):
+    """Import raising an error whose text holds undecodable bytes and is `size` characters long.
+
+    A path or locale message read with surrogateescape carries lone surrogates,
+    as os.fsdecode gives for a non-UTF-8 file name.
+    """
+    source = ("bad = b'/opt/\\xff\\xfe/lib.so'.decode('utf-8', 'surrogateescape')\n"
+              "raise ImportError('cannot load ' + bad + ' ' + 'x' * %d)\n" % size)
+    return fakes.make_package(root, module, source)
+
+
+def gil_sleeping_call_source(seconds=600):
+    """Python source of a call that blocks in C while holding the GIL: libc sleep via ctypes.PyDLL."""
+    return "__import__('ctypes').PyDLL(None).sleep(%d)" % seconds
+
+
+def survivors(token):
+    """Processes (pid, command line) whose environment carries `token`."""
+    found = []
+    needle = ("%s=%s" % (TOKEN_VARIABLE, token)).encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                environ = handle.read().split(b"\0")
+            with open("/proc/%s/cmdline" % name, "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ and state != b"Z":
+            found.append((int(name), command))
+    return found
+
+
+def end_survivors(token):
+    """Clean up after a failing test: SIGKILL what the tool left behind."""
+    for pid, _ in survivors(token):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def build_gil_spinning_extension(root, module):
+    """A C extension whose function spins forever holding the GIL (built with gcc)."""
+    import sysconfig
+    build = os.path.join(root, "_build_" + module)
+    os.makedirs(build, exist_ok=True)
+    c_file = os.path.join(build, module + ".c")
+    with open(c_file, "w") as handle:
+        handle.write(textwrap.dedent("""\
+            #include <Python.h>
+            static PyObject *spin(PyObject *self, PyObject *args) {
+                volatile unsigned long n = 0;
+                for (;;) { n++; }   /* never releases the GIL */
+                Py_RETURN_NONE;
+            }
+            static PyMethodDef methods[] = {{"spin", spin, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+            static struct PyModuleDef definition = {PyModuleDef_HEAD_INIT, "%s", NULL, -1, methods};
+            PyMODINIT_FUNC PyInit_%s(void) { return PyModule_Create(&definition); }
+            """ % (module, module)))
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    output = os.path.join(root, module + suffix)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-I" + sysconfig.get_paths()["include"], c_file,
+                    "-o", output], check=True, capture_output=True)
+    return output
+
+
+# A user's store module, written into the user's own folder by the tests and
+# imported by the contract checker as `hostile_stores:<name>` from there.
+HOSTILE_STORES = textwrap.dedent('''\
+    """Store pairs that misbehave the way real ones do (written by tests/support/hostile_fakes.py)."""
+    import ctypes
+    import os
+    import time
+
+    import torch
+    from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
+
+    NUM_NODES = 12
+
+
+    def ring(num_nodes=NUM_NODES):
+        nodes = torch.arange(num_nodes)
+        forward = torch.stack([nodes, (nodes + 1) % num_nodes])
+        return torch.cat([forward, forward.flip(0)], dim=1)
+
+
+    def features(store_cls=LocalFeatureStore):
+        return store_cls.from_data(torch.arange(NUM_NODES), x=torch.randn(NUM_NODES, 4))
+
+
+    def graph(edges=None):
+        edges = ring() if edges is None else edges
+        return LocalGraphStore.from_data(torch.arange(edges.size(1)), edges, NUM_NODES)
+
+
+    def good():
+        return features(), graph()
+
+
+    def edge_ids_past_num_nodes():
+        """Source ids far beyond num_nodes: native samplers index out of bounds."""
+        edges = ring()
+        edges[0, ::2] += 1 << 40
+        return features(), graph(edges)
+
+
+    class CrashingFeatureStore(LocalFeatureStore):
+        def _get_tensor(self, attr):
+            ctypes.string_at(0)  # SIGSEGV, as a broken native client library does
+
+
+    def crashing_read():
+        return features(CrashingFeatureStore), graph()
+
+
+    class GilSleepingFeatureStore(LocalFeatureStore):
+        def get_all_tensor_attrs(self):
+            ctypes.PyDLL(None).sleep(600)  # blocks in C and keeps the GIL: no Python thread runs
+
+
+    def gil_sleeping():
+        return features(GilSleepingFeatureStore), graph()
+
+
+    class GilSpinningFeatureStore(LocalFeatureStore):
+        def get_all_tensor_attrs(self):
+            import gil_spin  # a C extension built with gcc by the test
+            gil_spin.spin()
+
+
+    def gil_spinning():
+        return features(GilSpinningFeatureStore), graph()
+
+
+    def daemonising():
+        """The factory starts a detached helper (double fork + setsid), like a client's background agent."""
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(900)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        return good()
+
+
+    def exits():
+        os._exit(0)
+
+
+    def needs_missing_dependency():
+        import no_such_store_client_library  # noqa: F401
+    ''')
+
+
+def write_hostile_stores(folder, gil_spin=False):
+    """hostile_stores.py (and the gil_spin C extension on request) in the user's `folder`."""
+    os.makedirs(str(folder), exist_ok=True)
+    with open(os.path.join(str(folder), "hostile_stores.py"), "w") as handle:
+        handle.write(HOSTILE_STORES)
+    if gil_spin:
+        build_gil_spinning_extension(str(folder), "gil_spin")
+    return folder
+
+
+def write_crashing_partition(root):
+    """A homogeneous partition folder whose node_map.pt crashes the interpreter when unpickled
+    with weights_only=False (its object is rebuilt by calling ctypes.string_at(0))."""
+    import json
+    import torch
+    os.makedirs(os.path.join(str(root), "part_0"), exist_ok=True)
+    with open(os.path.join(str(root), "META.json"), "w") as handle:
+        json.dump({"num_parts": 1, "node_types": None, "edge_types": None, "node_offset": None,
+                   "is_hetero": False, "is_sorted": False}, handle)
+
+    class Crash:
+        def __reduce__(self):
+            import ctypes
+            return (ctypes.string_at, (0,))
+
+    torch.save(Crash(), os.path.join(str(root), "node_map.pt"))
+    torch.save(torch.zeros(4, dtype=torch.long), os.path.join(str(root), "edge_map.pt"))
+    return root
+
+
+def forging_extension(root, module):
+    """Import that forks a copy which, once the probe child has exited (its last real record
+    sent), writes a forged record to every open descriptor claiming PyG 9.9.9 imported fine.
+    Only records from the direct child may count."""
+    source = textwrap.dedent("""\
+        import json, os, time
+        parent = os.getpid()
+        if os.fork() == 0:
+            while os.getppid() == parent:
+                time.sleep(0.005)
+            record = json.dumps({"event": "result", "step": "pyg", "status": "ok", "pid": os.getpid(),
+                                 "data": {"version": "9.9.9", "flags": {}, "neighbor_backend": None}})
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, (record + "\\n").encode())
+                except OSError:
+                    pass
+            os._exit(0)
+        """)
+    return fakes.make_package(root, module, source)
+
+
+def unprintable_error_extension(root, module):
+    """Import raising an exception whose __str__ itself raises (str(error) would fail)."""
+    source = textwrap.dedent("""\
+        class HostileError(ImportError):
+            def __str__(self):
+                raise RuntimeError("no text for you")
+        raise HostileError()
+        """)
+    return fakes.make_package(root, module, source)

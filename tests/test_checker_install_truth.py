@@ -1,0 +1,352 @@
+"""Install truth: the wheel table, the docs' install lines and the printed fixes agree, and the
+rebuild the checker prints for a stale local build really rebuilds (proved on a real venv).
+
+The wheel table lives in scripts/check_sampling_backends.py (WHEEL_ROWS); every install line in
+README.md and references/*.md is checked against it, so the docs cannot drift from the checker.
+The last test builds the broken venv of issue 12 (torch 2.14.1 with torch-scatter/torch-sparse
+wheels that pip cached from a torch 2.13 build) and runs the printed rebuild for torch-scatter:
+about 6 min of both cores. The torch 2.14.1 venv is the one the GPU tests use (conftest's
+SCALABLE_DISTRIBUTED_CUDA_PYTHON, prepared by .ci/run with torch_geometric 2.8.1 and scipy; it is only read: the broken venv sees it through a
+.pth file); without it the test installs that stack itself (about 5.5 GB).
+"""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from support import fakes
+from conftest import (CUDA_PYTHON_VARIABLE, DEFAULT_CUDA_PYTHON, ENABLE, ROOT, clean_env, invoke_checker,
+                      load_checker)
+
+DOCS = [ROOT / "README.md"] + sorted((ROOT / "references").glob("*.md"))
+WHEEL_LINE = re.compile(r"https://data\.pyg\.org/whl/torch-(\d+\.\d+)\.(\d+)\+(\w+)\.html")
+PINNED = re.compile(r"\b(torch-scatter|torch-sparse|torch-cluster|torch-spline-conv)==([\w.]+)")
+
+
+checker = load_checker()
+
+
+def install_lines():
+    """(file, line number, text) of every line in the docs that runs pip install."""
+    for path in DOCS:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"pip install ", line):
+                yield path.relative_to(ROOT), number, line
+
+
+def named_packages(line):
+    """The requirement names a `pip install ... -f URL` line installs (its flags and URL left out)."""
+    command = line[line.index("pip install ") + len("pip install "):]
+    command = command.split("`")[0].split("  #")[0]
+    words = command.split()
+    names = []
+    for word in words:
+        if word == "-f" or word.startswith("http"):
+            break
+        if not word.startswith("-"):
+            names.append(word.replace("_", "-").lower())
+    return names
+
+
+# ---------------------------------------------------------------------------
+# The table itself
+# ---------------------------------------------------------------------------
+
+def test_every_row_has_a_source_a_date_and_known_variants():
+    seen = set()
+    for dist, minor, variants, source, date in checker.WHEEL_ROWS:
+        assert dist in checker.WHEEL_PLATFORMS, dist
+        assert (dist, minor) not in seen, ("two rows for", dist, minor)
+        seen.add((dist, minor))
+        assert re.fullmatch(r"\d+\.\d+", minor)
+        assert source and (source.startswith("unknown") or re.search(r"[\w-]+/[\w-]+", source)), source
+        assert re.fullmatch(r"20\d\d-\d\d-\d\d", date) and date <= checker.WHEEL_TABLE_DATE, date
+        # None: no source says; (): a source says there is none; else real CUDA variant names.
+        assert variants is None or all(re.fullmatch(r"cpu|cu1\d\d", v) for v in variants), variants
+        if variants is None:
+            assert source.startswith("unknown"), (dist, minor, "an unknown row says so")
+    for dist in checker.WHEEL_PLATFORMS:
+        for minor in ("2.9", "2.10", "2.11", "2.12", "2.13", "2.14"):
+            assert (dist, minor) in seen, ("no row", dist, minor)
+
+
+def test_the_table_holds_the_public_facts_of_issue_12():
+    status = checker.wheel_status
+    # rusty1s/pytorch_scatter#513: torch-scatter wheels stop at torch 2.12.
+    assert status("torch-scatter", "2.12", "cu130", "linux-x86_64", (3, 11, 0))["wheel"] is True
+    assert status("torch-scatter", "2.13", "cpu", "linux-x86_64", (3, 11, 0))["wheel"] is False
+    assert status("torch-scatter", "2.14", "cu130", "linux-x86_64", (3, 11, 0))["wheel"] is False
+    # pyg-lib 0.8.0 added torch 2.13; 0.9.0 torch 2.14; no cu128 wheels for either.
+    assert status("pyg-lib", "2.13", "cpu", "linux-x86_64", (3, 11, 0))["wheel"] is True
+    assert status("pyg-lib", "2.14", "cu130", "linux-x86_64", (3, 11, 0))["wheel"] is True
+    assert status("pyg-lib", "2.13", "cu128", "linux-x86_64", (3, 11, 0))["wheel"] is False
+    assert status("pyg-lib", "2.13", "cpu", "linux-x86_64", (3, 9, 0))["wheel"] is False
+    # No source says either way for torch-sparse after 2.12: unknown, never named in a fix.
+    assert status("torch-sparse", "2.13", "cpu", "linux-x86_64", (3, 11, 0))["wheel"] is None
+    assert checker.newest_torch_with_wheels("cu130", "linux-x86_64", (3, 11, 0)) == ("2.12", "2.12.1")
+    assert checker.newest_torch_with_wheels("cu128", "linux-x86_64", (3, 11, 0)) == ("2.11", "2.11.0")
+
+
+def test_torch_install_command_pins_the_cuda_build():
+    # `torch==2.13.0` alone is satisfied by an installed 2.13.0+cpu: the tag must be in the pin.
+    assert checker.torch_install_command("2.13.0", "cu130") == (
+        "python -m pip install torch==2.13.0+cu130 --index-url https://download.pytorch.org/whl/cu130")
+    assert checker.torch_install_command("2.12.1", "cpu", "py", "darwin-arm64") == "py -m pip install torch==2.12.1"
+
+
+# ---------------------------------------------------------------------------
+# The docs agree with the table
+# ---------------------------------------------------------------------------
+
+def test_every_wheel_index_line_in_the_docs_names_only_wheels_the_table_lists():
+    checked = 0
+    for path, number, line in install_lines():
+        match = WHEEL_LINE.search(line)
+        if not match:
+            continue
+        minor, patch, variant = match.groups()
+        where = "%s:%d: %s" % (path, number, line.strip())
+        assert patch == "0", where + " (the index pages use X.Y.0)"
+        assert "--only-binary=:all:" in line, where + " (a missing wheel must fail fast, not compile)"
+        for name in named_packages(line):
+            status = checker.wheel_status(name, minor, variant, "linux-x86_64", (3, 11, 0))
+            assert status["wheel"] is True, "%s names %s: %s" % (where, name, status["reason"])
+        checked += 1
+    assert checked >= 2
+
+
+def test_every_source_build_line_in_the_docs_is_the_checkers_rebuild():
+    versions = dict(checker.SOURCE_BUILDS)
+    checked = 0
+    for path, number, line in install_lines():
+        if "--no-build-isolation" not in line or "keeps pip's wheel cache" in line:
+            continue  # a line that says it keeps the cache is the one meant to fill it (Skipped tests)
+        where = "%s:%d: %s" % (path, number, line.strip())
+        assert checker.SOURCE_BUILD_FLAGS in line, where + " (without --no-cache-dir pip reuses a stale wheel)"
+        pins = PINNED.findall(line)
+        assert pins, where + " (pinned versions)"
+        for dist, version in pins:
+            assert versions[dist] == version, where
+        checked += 1
+    assert checked >= 2
+
+
+def test_docs_build_torch_scatter_before_torch_sparse_and_give_one_time_figure():
+    figure = checker.source_build_time(("torch-scatter", "torch-sparse"))
+    for path in DOCS:
+        text = path.read_text()
+        scatter, sparse = text.find("torch-scatter==2.1.2"), text.find("torch-sparse==0.6.18")
+        if sparse != -1:
+            assert -1 < scatter < sparse, path
+        for stated in re.findall(r"about \d+ min on 2 cores", text):
+            assert stated == figure, (path, stated, figure)
+    readme = (ROOT / "README.md").read_text()
+    assert figure in readme
+
+
+def test_readme_wheel_line_is_what_the_checker_prints_here(real_static_install):
+    command = real_static_install["command"]
+    assert command is not None
+    line = command.replace(real_static_install["python"], "python3", 1)
+    assert line in (ROOT / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def real_static_install():
+    result = invoke_checker("--static-only")
+    install = dict(result.json["install"])
+    install["python"] = shlex.quote(sys.executable)
+    return install
+
+
+# ---------------------------------------------------------------------------
+# Stale local builds (a fake one with a fake pip cache, laid out as pip lays it out)
+# ---------------------------------------------------------------------------
+
+def cache_wheel(cache, root, dist_info, wheel_name, tamper=False):
+    """Pack the files a RECORD lists into pip's wheel-cache layout (wheels/<2>/<2>/<2>/<rest>/)."""
+    folder = cache / "wheels" / "ab" / ("cd" if not tamper else "ef") / "01" / "23456789"
+    folder.mkdir(parents=True)
+    files = {}
+    record = []
+    for line in (Path(dist_info) / "RECORD").read_text().splitlines():
+        name = line.split(",", 1)[0]
+        files[name] = (root / name).read_bytes()
+        if tamper and name.endswith(".so"):
+            files[name] += b"\0"  # another build of the same version, with its own RECORD hash
+            digest = base64.urlsafe_b64encode(hashlib.sha256(files[name]).digest()).rstrip(b"=").decode()
+            line = "%s,sha256=%s,%d" % (name, digest, len(files[name]))
+        record.append(line)
+    with zipfile.ZipFile(folder / wheel_name, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, "\n".join(record) + "\n" if name.endswith("/RECORD") else data)
+    return folder / wheel_name
+
+
+@pytest.mark.finding("ext-stale-local-build")
+def test_stale_local_build_is_named_with_the_cached_wheel_it_came_from(tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    dist_info = fakes.fake_extension(root, "torch-scatter", "torch_scatter", "2.1.2", failure="undefined-symbol")
+    cache = tmp_path / "pip-cache"
+    name = "torch_scatter-2.1.2-cp311-cp311-linux_x86_64.whl"
+    same = cache_wheel(cache, root, dist_info, name)
+    other = cache_wheel(cache, root, dist_info, name, tamper=True)
+    env = clean_env({"PYTHONPATH": str(root), "PIP_CACHE_DIR": str(cache)})
+    result = invoke_checker(env=env)
+    found = result.only("ext-stale-local-build")
+    assert found["severity"] == "error"
+    assert found["evidence"]["distribution"] == "torch-scatter"
+    assert sorted(found["evidence"]["pip_cache_wheels"]) == sorted([str(same), str(other)])
+    assert found["evidence"]["installed_binary_is_cached_wheel"] == str(same)
+    assert "--force-reinstall" in found["evidence"]["trap"] and "--no-cache-dir" in found["evidence"]["trap"]
+    python = shlex.quote(sys.executable)
+    assert found["fix"].startswith(
+        "%s -m pip install --force-reinstall --no-deps --no-cache-dir --no-build-isolation torch-scatter==2.1.2  # "
+        % python)
+    assert "about 5 min on 2 cores" in found["fix"]
+    # The symptom is reported as well, with the same rebuild.
+    symptom = [f for f in result.findings("ext-undefined-symbol") if f["evidence"]["module"] == "torch_scatter"]
+    assert symptom[0]["fix"] == found["fix"]
+    # With pip's cache disabled there is nothing to compare against, but the build is still stale.
+    env["PIP_NO_CACHE_DIR"] = "1"
+    found = invoke_checker("--timeout", "120", env=env).only("ext-stale-local-build")
+    assert found["evidence"]["pip_cache_wheels"] == [] and found["evidence"]["installed_binary_is_cached_wheel"] is None
+
+
+# ---------------------------------------------------------------------------
+# The real thing: issue 12's broken venv, diagnosed, then rebuilt with the printed command
+# ---------------------------------------------------------------------------
+
+def run(command, **options):
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=clean_env(),
+                          stdin=subprocess.DEVNULL, **options)
+
+
+def torch_214_site(tmp_path_factory):
+    """site-packages holding torch 2.14.1, torch_geometric 2.8.1 and scipy (prepared, or installed now)."""
+    prepared = Path(os.environ.get(CUDA_PYTHON_VARIABLE) or DEFAULT_CUDA_PYTHON)
+    if prepared.exists():
+        python = prepared
+    else:
+        venv = tmp_path_factory.mktemp("torch214") / "venv"
+        run([sys.executable, "-m", "venv", venv], check=True)
+        python = venv / "bin" / "python"
+        run([python, "-m", "pip", "install", "-q", "torch==2.14.1", "torch_geometric==2.8.1", "scipy"],
+            check=True, timeout=3600)
+    code = "import sysconfig, torch; print(sysconfig.get_paths()['purelib']); print(torch.__version__)"
+    site, version = run([python, "-c", code], check=True).stdout.split()
+    assert version.startswith("2.14.1"), version
+    return site
+
+
+def cached_wheel(python, name):
+    listed = run([python, "-m", "pip", "cache", "list", name, "--format=abspath"]).stdout.split()
+    return [path for path in listed if path.endswith(".whl")]
+
+
+BUILD_TOOLS = ("pip", "setuptools", "wheel", "_distutils_hack", "pkg_resources", "distutils-precedence")
+
+
+@pytest.fixture(scope="module")
+def stale_venv(tmp_path_factory):
+    """Issue 12's venv: torch 2.14.1 plus the torch-scatter 2.1.2 / torch-sparse 0.6.18 wheels pip
+    cached when .ci/run built them against torch 2.13, reinstalled from that cache as pip does."""
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    for name in ("torch_scatter", "torch_sparse"):
+        if not cached_wheel(sys.executable, name):
+            message = "pip's wheel cache holds no %s wheel built against torch 2.13; enable: %s" % (
+                name, ENABLE["wheel-cache"])
+            if os.environ.get("CI") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+    site = torch_214_site(tmp_path_factory)
+    # As plain as a user's venv: what this CPython's own `-m venv` gives (3.11.7: pip 23.2.1, setuptools
+    # 65.5.0, no wheel). The torch 2.14.1 stack comes in through a .pth, without its build tools.
+    venv = tmp_path_factory.mktemp("stale") / "venv"
+    run([base, "-m", "venv", venv], check=True)
+    python = venv / "bin" / "python"
+    version = "python%d.%d" % sys.version_info[:2]
+    linked = venv.parent / "torch-2.14-site"
+    linked.mkdir()
+    for entry in Path(site).iterdir():
+        if not entry.name.lower().startswith(BUILD_TOOLS) and not entry.name.endswith(".pth"):
+            (linked / entry.name).symlink_to(entry)
+    (venv / "lib" / version / "site-packages" / "torch-2.14.pth").write_text("%s\n" % linked)
+    shown = run([python, "-m", "pip", "show", "torch"], check=True).stdout
+    assert "Version: 2.14.1" in shown  # pip sees the linked torch as installed
+    installed = run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                     "torch-scatter==2.1.2", "torch-sparse==0.6.18"], check=True, timeout=1800)
+    assert installed.stdout.count("Using cached torch_s") == 2, installed.stdout
+    return python
+
+
+@pytest.mark.finding("ext-stale-local-build")
+def test_real_stale_build_is_diagnosed_and_the_printed_rebuild_works(stale_venv):
+    python = stale_venv
+    broken = run([python, "-c", "import torch_scatter"])
+    assert "Could not load this library" in broken.stderr
+
+    # What the user reads first: the compact document, within budget, every error with its fix.
+    compact = invoke_checker("--python", python, "--timeout", "150", timeout=400, detail="compact")
+    assert len(compact.stdout) < 10000, len(compact.stdout)
+    assert {"ext-undefined-symbol", "ext-stale-local-build", "neighbor-sampling-unavailable"} <= set(compact.ids())
+    assert all(f["fix"] for f in compact.json["findings"] if f["severity"] == "error")
+    result = invoke_checker("--python", python, "--timeout", "150", "--full", timeout=400)  # every detail
+    symptoms = {f["evidence"]["module"] for f in result.findings("ext-undefined-symbol")}
+    assert {"torch_scatter", "torch_sparse"} <= symptoms
+    stale = {f["evidence"]["module"]: f for f in result.findings("ext-stale-local-build")}
+    assert set(stale) == {"torch_scatter", "torch_sparse"}
+    for module, found in stale.items():
+        assert found["evidence"]["torch"].startswith("2.14.1")
+        assert found["evidence"]["installed_binary_is_cached_wheel"], module  # byte-identical to pip's cache
+    py = shlex.quote(str(python))
+    # The build prerequisites this plain venv lacks come first (setuptools < 70.1 has no bdist_wheel of
+    # its own: without `wheel` the build ends in "error: invalid command 'bdist_wheel'").
+    seen = result.json["python"]["build_prerequisites"]
+    assert seen["wheel"] is None and seen["compiler"] and seen["python_headers"], seen
+    needed = ([] if seen["setuptools"] and tuple(map(int, seen["setuptools"].split(".")[:2])) >= (70, 1) else
+              ["wheel"] if seen["setuptools"] else ["setuptools"])
+    prerequisites = "{py} -m pip install %s && " % " ".join(needed) if needed else ""
+    rebuild = (prerequisites + "{py} -m pip install --force-reinstall --no-deps --no-cache-dir --no-build-isolation "
+               "torch-scatter==2.1.2 && {py} -m pip install --force-reinstall --no-deps --no-cache-dir "
+               "--no-build-isolation torch-sparse==0.6.18").format(py=py)
+    assert stale["torch_scatter"]["fix"].startswith(rebuild + "  # torch-scatter, torch-sparse: no wheel for torch "
+                                                    "2.14+cu130")
+    install = result.json["install"]
+    assert install["command"] == "%s -m pip install --only-binary=:all: pyg_lib -f " \
+        "https://data.pyg.org/whl/torch-2.14.0+cu130.html" % py
+    assert result.only("no-scatter-sparse-wheels")["evidence"]["missing"] == ["torch-scatter"]
+
+    # The printed wheel line names only what exists, so it either installs or fails fast, as predicted.
+    attempt = run(shlex.split(install["command"]), timeout=900)
+    assert attempt.returncode == 0 or install["error_without_index"] in attempt.stderr, attempt.stderr[-2000:]
+
+    # The trap: a reinstall that keeps pip's cache "succeeds" and changes nothing.
+    trap = run([python, "-m", "pip", "install", "--force-reinstall", "--no-deps", "--no-build-isolation",
+                "torch-scatter==2.1.2"], check=True, timeout=1800)
+    assert "Successfully installed torch-scatter-2.1.2" in trap.stdout
+    assert "Could not load this library" in run([python, "-c", "import torch_scatter"]).stderr
+
+    # The printed rebuild, run as printed up to torch-scatter's build (a real build against torch 2.14.1;
+    # torch-sparse's would take 15 more minutes), from another folder.
+    commands = stale["torch_scatter"]["fix"].split("  # ")[0].split(" && ")
+    for command in commands[:next(i for i, c in enumerate(commands) if "torch-scatter==" in c) + 1]:
+        built = run(shlex.split(command), timeout=3600, cwd="/")  # a bound for a hung build, not a benchmark
+        assert built.returncode == 0, (command, built.stdout[-3000:] + built.stderr[-3000:])
+    works = run([python, "-c", "import torch_scatter, json; print(json.dumps(torch_scatter.__version__))"])
+    assert works.returncode == 0, works.stderr[-2000:]
+    assert json.loads(works.stdout) == "2.1.2"
+
+    again = invoke_checker("--python", python, "--timeout", "150", "--full", timeout=400)
+    assert again.json["extensions"]["torch_scatter"]["status"] == "ok"
+    assert "torch_scatter" not in {f["evidence"]["module"] for f in again.findings("ext-stale-local-build")}

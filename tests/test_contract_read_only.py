@@ -1,0 +1,58 @@
+"""Read-only means proven: every tool run under strace opens no file, folder or socket for writing.
+"""
+
+import json
+
+import pytest
+
+from support import fakes, hostile_fakes as hostile
+from conftest import clean_env
+STORE = "check_store_contract.py"
+
+
+def read_only_dirs(tmp_path, temp_state):
+    home, work = tmp_path / "home", tmp_path / "cwd"
+    for folder in (home, work):
+        folder.mkdir()
+    (home / "existing").write_text("x")
+    temp = tmp_path / "tmp"
+    if temp_state != "missing":
+        temp.mkdir()
+        if temp_state == "read-only":
+            temp.chmod(0o555)
+    return home, work, temp
+
+
+@pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
+def test_main_checker_is_read_only_under_strace(tmp_path, temp_state):
+    import sys
+    from conftest import CHECKER, strict_json, traced_run
+    home, work, temp = read_only_dirs(tmp_path, temp_state)
+    # An extension imported from the cwd (PYTHONPATH=.) must not leave __pycache__ there.
+    fakes.make_package(work, "torch_cluster", "import os\n")
+    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache"),
+                     "PYTHONPATH": "."})
+    completed, problems = traced_run([sys.executable, CHECKER], env, work, [home, work, tmp_path])
+    document = strict_json(completed.stdout)
+    assert document["probe"]["complete"] is True
+    assert document["extensions"]["torch_cluster"]["status"] == "ok"
+    assert problems == []
+
+
+@pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
+def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
+    import sys
+    from conftest import ROOT, strict_json, traced_run
+    home, work, temp = read_only_dirs(tmp_path, temp_state)
+    hostile.write_hostile_stores(work)  # the user's module, imported as a dotted name from the cwd
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "META.json").write_text(json.dumps({"num_parts": 1, "node_types": None, "edge_types": None,
+                                                 "node_offset": None, "is_hetero": False, "is_sorted": False}))
+    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache")})
+    for command in ([sys.executable, ROOT / "scripts" / STORE, "hostile_stores:good"],
+                    [sys.executable, ROOT / "scripts" / "check_partition.py", parts]):
+        completed, problems = traced_run(command, env, work, [home, work, tmp_path, ROOT / "scripts"])
+        document = strict_json(completed.stdout)
+        assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
+        assert problems == [], command
