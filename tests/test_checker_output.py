@@ -6,8 +6,6 @@ import os
 import shlex
 import sys
 
-import pytest
-
 from conftest import (CHECKER, ROOT, clean_env, invoke_checker, load_schema, make_linked_venv, plain_run,
                       validate)
 from support.helpers import BACKENDS

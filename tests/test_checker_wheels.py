@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import CHECKER, ROOT, clean_env, invoke_checker
+from conftest import CHECKER, ROOT, clean_env, invoke_checker, plain_run
 
 
 def test_wheels_answers_for_a_torch_build_without_probing():

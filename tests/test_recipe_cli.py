@@ -2,8 +2,6 @@
 """
 
 
-import pytest
-
 from conftest import ROOT, plain_run, pyenv_python
 
 

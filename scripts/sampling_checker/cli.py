@@ -197,14 +197,15 @@ def installed_torch(options):
     from diagnostics_core.wheels import parse_version
     from .parsing import cuda_variant
     import time
+    from .budget import stage_bounds
     from .run import Terminal, pick_interpreter, run_static_in
     from .static_facts import gather_static_facts
-    started = time.time()
-    python, choice, answer = pick_interpreter(options, Terminal(options))
+    bounds = stage_bounds(options.timeout, time.time())
+    python, choice, answer = pick_interpreter(options, Terminal(options), bounds)
     if python == sys.executable:
-        static = gather_static_facts(started + options.timeout, import_psutil=False)
+        static = gather_static_facts(bounds.deadline, import_psutil=False)
     else:
-        static = run_static_in(python, options, started, answer, choice)
+        static = run_static_in(python, options, bounds, answer, choice)
     build = static.get("torch_build") or {}
     if not build.get("version"):
         raise UsageError("check_sampling_backends.py: error: --wheels without a value needs torch in %s; "

@@ -32,7 +32,7 @@ def looks_like_python(path):
     return any(re.match(r"^(python|pypy)[\w.\-]*(\.exe)?$", name, re.I) for name in names)
 
 
-def ask_interpreter(path, timeout):
+def ask_interpreter(path, limit):
     """What `path` is: {"is_python", "version", "implementation", "prefix", "pip"} or a reason it is not Python.
 
     The question runs in the sandbox like the probe: a site-packages hook of
@@ -40,7 +40,6 @@ def ask_interpreter(path, timeout):
     """
     if not looks_like_python(path):
         return {"is_python": False, "reason": "its name is not python*/pypy*, so it was not run"}
-    limit = max(1.0, min(30.0, timeout * 0.5))  # leaves the rest of --timeout to say so
     answers = []
     try:
         ended = run_sandboxed([path, "-c", INTERPRETER_QUESTION], child_environment(), time.time() + limit,
@@ -160,7 +159,7 @@ def unusable_fix(source):
                               if source == "CONDA_PREFIX" else "take its bin off PATH"))
 
 
-def resolve_python(path, timeout, source=None):
+def resolve_python(path, bounds, source=None):
     """An interpreter to probe -> (absolute path, what it said about itself); UsageError unless CPython 3.8+.
 
     `source` is None for --python, else where the active environment came from
@@ -177,7 +176,7 @@ def resolve_python(path, timeout, source=None):
     resolved = os.path.abspath(resolved)
     if resolved == sys.executable:
         return resolved, None
-    answer = ask_interpreter(resolved, timeout)
+    answer = ask_interpreter(resolved, bounds.interpreter_question_s)
     if not answer["is_python"]:
         raise UsageError("check_sampling_backends.py: error: %s is not a Python interpreter the checker can "
                          "probe (%s)" % (chosen, answer["reason"]), "interpreter-unsupported",

@@ -587,23 +587,19 @@ def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
     return attempt
 
 
-def run_import_probe(python, timeout, started):
+def run_import_probe(python, bounds):
     """Run the child (again, without culprits) until all steps are answered or time is up."""
-    deadline = started + timeout
-    # An extension import or smoke sample normally takes well under a second
-    # once torch is loaded; one still busy after this long is declared hung,
-    # leaving time to probe the rest without it.
-    hang_limit = max(2.0, min(20.0, timeout * 0.4))
+    deadline, hang_limit = bounds.deadline, bounds.hang_limit_s
     hang_steps = set(["ext:" + m for m, _ in EXTENSIONS]
                      + ["smoke:pyg-lib", "smoke:torch-sparse", "features", "nvml", "cuda", "distributed"])
     config = {"skip": {}, "block": []}
     results, attempts, culprits = {}, [], {}
     while True:
-        if deadline - time.time() < 0.5:
+        if deadline - time.time() < bounds.static_margin_s:
             break
         attempt_started = time.time()
         # The static stage reads the user's files; what blocks is abandoned by then.
-        config["static_deadline"] = min(attempt_started + hang_limit, deadline - 0.5)
+        config["static_deadline"] = min(attempt_started + hang_limit, deadline - bounds.static_margin_s)
         attempt = run_child_attempt(python, config, deadline, hang_limit, hang_steps)
         results.update(attempt.results)
         summary = {

@@ -5,6 +5,7 @@ import re
 
 from diagnostics_core.text import quote
 from diagnostics_core.wheels import parse_version
+from .budget import stage_bounds
 from .findings import checker_command, finding
 from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, interpreter_path, pip,
                       torch_and_pyg_install_command, torch_reinstall_command, with_pip)
@@ -139,4 +140,5 @@ def rule_probe_deadline(facts, options):
     return [finding("probe-deadline", {
         "timeout_s": options.timeout, "step_running": unfinished[-1]["culprit"],
         "attempts": len(probe["attempts"])},
-        fix="run again with a longer deadline: " + checker_command("--timeout", str(int(options.timeout * 2))))]
+        fix="run again with a longer deadline: " + checker_command(
+            "--timeout", str(stage_bounds(options.timeout, 0).retry_timeout_s)))]

@@ -8,6 +8,7 @@ from diagnostics_core.cli import UsageError
 from diagnostics_core.markdown import private_names, stderr_line
 from diagnostics_core.text import describe_exception, quote
 from .assemble import assemble_facts
+from .budget import GRACE_S, stage_bounds
 
 from .interpreter import choose_interpreter, finish_interpreter_facts, refuse_script_runner, resolve_python
 from .probe import child_steps, run_child_attempt, run_import_probe, step_data
@@ -16,7 +17,6 @@ from .rules import diagnose, evaluate_gates
 from .static_facts import StaticStageTimeout, gather_static_facts_bounded
 from .findings import TOOL
 
-STATIC_GRACE_S = 0.5  # the static stage's own bound ends this long before --timeout, twice over
 
 
 class StaticStageFailed(Exception):
@@ -48,38 +48,35 @@ class Terminal(object):
             self.line(line)
 
 
-def pick_interpreter(options, terminal):
+def pick_interpreter(options, terminal, bounds):
     """-> (python, interpreter facts, its answer); UsageError when --python or the active environment is unusable."""
     requested = answer = None
     if options.python is not None:
-        requested, answer = resolve_python(options.python, options.timeout)
+        requested, answer = resolve_python(options.python, bounds)
     python, choice = choose_interpreter(requested)
     if choice["chosen_by"] == "active-environment":
         source = choice["active_environment"]["source"]
-        python, answer = resolve_python(python, options.timeout, source=source)
+        python, answer = resolve_python(python, bounds, source=source)
         terminal.say("probing %s, the active environment (%s), not %s%s; --python chooses another" % (
             python, "its bin is on PATH" if source == "PATH" else "$" + source, sys.executable,
             " (a throwaway %s environment)" % choice["running_ephemeral"] if choice["running_ephemeral"] else ""))
     return python, finish_interpreter_facts(choice, answer), answer
 
 
-def static_here(options, started):
+def static_here(options, bounds):
     """--static-only in this interpreter: the stage on a bounded thread, no imports (psutil is the probe's)."""
-    deadline = started + max(0.5, options.timeout - 3 * STATIC_GRACE_S)
     try:
-        return gather_static_facts_bounded(deadline, import_psutil=False, grace=STATIC_GRACE_S)
+        return gather_static_facts_bounded(bounds.static_here_deadline, import_psutil=False, grace=GRACE_S)
     except StaticStageTimeout as error:
         raise StaticStageFailed({"how": "deadline", "interpreter": sys.executable, "timeout_s": options.timeout,
                                  "section": error.section, "message": str(error)})
 
 
-def run_static_in(python, options, started, answer, choice):
+def run_static_in(python, options, bounds, answer, choice):
     """Static facts of another interpreter: the child runs only the static step, bounded like the probe."""
     skip = dict((step, "static-only") for step in child_steps({}) if step != "static")
-    deadline = started + options.timeout
-    static_deadline = deadline - 3 * STATIC_GRACE_S
-    attempt = run_child_attempt(python, {"skip": skip, "block": [], "static_deadline": static_deadline},
-                                deadline, options.timeout, set())
+    attempt = run_child_attempt(python, {"skip": skip, "block": [], "static_deadline": bounds.static_child_deadline},
+                                bounds.deadline, options.timeout, set())
     record = attempt.results.get("static")
     if record and record.get("status") == "ok":
         return record["data"]
@@ -129,12 +126,13 @@ def choice_source(choice):
 
 def run(options, started):
     terminal = Terminal(options)
+    bounds = stage_bounds(options.timeout, started)
     try:
         try:
-            python, choice, answer = pick_interpreter(options, terminal)
+            python, choice, answer = pick_interpreter(options, terminal, bounds)
         except UsageError as error:
             return refuse(error, options, started, terminal)
-        document, exit_code = probe_and_diagnose(python, choice, answer, options, started, terminal)
+        document, exit_code = probe_and_diagnose(python, choice, answer, options, started, bounds, terminal)
     except UsageError as error:
         return refuse(error, options, started, terminal)
     except OSError as error:
@@ -146,18 +144,18 @@ def run(options, started):
     return exit_code
 
 
-def probe_and_diagnose(python, choice, answer, options, started, terminal):
+def probe_and_diagnose(python, choice, answer, options, started, bounds, terminal):
     facts, findings, gates = {}, [], {}
     try:
         probe = None
         if options.static_only:
             if python == sys.executable:
-                static = static_here(options, started)
+                static = static_here(options, bounds)
             else:
-                static = run_static_in(python, options, started, answer, choice)
+                static = run_static_in(python, options, bounds, answer, choice)
         else:
             terminal.say("probing %s (deadline %ds)..." % (python, options.timeout))
-            probe = run_import_probe(python, options.timeout, started)
+            probe = run_import_probe(python, bounds)
             static = static_of_probe(python, options, probe, answer, choice)
         facts = assemble_facts(static, probe, python, options)
         facts["interpreter"] = choice
@@ -185,7 +183,7 @@ def internal_error_document(error, facts, findings, gates, options, started):
 def static_stage_document(evidence, choice, options, started):
     """No static facts, so no rule can run: one finding saying why, and every gate asked failed."""
     evidence = dict(evidence, what_is_missing="every fact: the rules need the static stage's facts")
-    again = ["--timeout", "%d" % min(3600, options.timeout * 2)]
+    again = ["--timeout", "%d" % stage_bounds(options.timeout, 0).retry_timeout_s]
     if options.static_only:
         again.append("--static-only")
     if options.python is not None:
