@@ -1,7 +1,6 @@
 """Shared fixtures: run the checker the way an agent does and validate its JSON."""
 
 import functools
-import importlib.util
 import json
 import os
 import re
@@ -126,6 +125,25 @@ def strict_json(stdout_bytes):
         elif isinstance(value, str):
             assert not re.search("[\ud800-\udfff]", value), "unpaired surrogate in %r" % value[:200]
     return document
+
+
+class ToolRun:
+    """A finished tool process: exit code, stderr, and its stdout parsed as strict parsers parse it."""
+
+    def __init__(self, process, elapsed, args=None):
+        self.args, self.returncode, self.elapsed = args, process.returncode, elapsed
+        self.stderr = process.stderr.decode("utf-8", "replace")
+        self.stdout = process.stdout.decode("utf-8", "replace")
+        self.document = strict_json(process.stdout) if process.stdout.strip() else None
+
+    @property
+    def ids(self):
+        return [f["id"] for f in self.document["findings"]]
+
+    def finding(self, finding_id):
+        matches = [f for f in self.document["findings"] if f["id"] == finding_id]
+        assert matches, "no %s in %s\nstderr: %s" % (finding_id, self.ids, self.stderr[-2000:])
+        return matches[0]
 
 
 def plain_run(command, env=None, cwd=None, timeout=300):
@@ -253,12 +271,40 @@ def venv_factory(tmp_path_factory):
     return make
 
 
-@functools.lru_cache(maxsize=None)
-def load_checker():
-    """The checker's modules as one namespace (stdlib only), to replay its rules on edited facts.
+def assert_help_names(script, texts):
+    """`script --help` exits 0 and names every one of `texts` (flags, the exit codes, ...)."""
+    process = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert process.returncode == 0
+    missing = [text for text in texts if text not in process.stdout]
+    assert not missing, missing
 
-    Imports the sampling_checker package and the shared library from scripts/ without writing bytecode.
-    """
+
+def assert_lists_ids_with_anchors(script, prefix, emitted):
+    """`script --list-findings`: every id carries the tool's prefix and its docs anchor, and every id the
+    test runs `emitted` is listed."""
+    process = subprocess.run([sys.executable, str(script), "--list-findings"], capture_output=True, text=True,
+                             timeout=30)
+    assert process.returncode == 0
+    listed = {entry["id"]: entry for entry in json.loads(process.stdout)}
+    for finding_id, entry in listed.items():
+        assert finding_id.startswith(prefix)
+        assert entry["docs"] == "references/troubleshooting.md#" + finding_id
+        assert entry["severity"] in ("error", "warning", "info")
+    assert set(emitted) <= set(listed), set(emitted) - set(listed)
+
+
+def assert_usage_refusal(returncode, stderr, document, finding_id):
+    """Exit 2, one clean stderr line, and a usage-error document naming only `finding_id`."""
+    assert returncode == 2, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "Traceback" not in stderr
+    assert document["exit_code"] == 2 and document["ok"] is False and document["gates"] == {}
+    assert [f["id"] for f in document["findings"]] == [finding_id]
+
+
+def load_modules(names):
+    """Modules of scripts/ as one namespace (imported without writing bytecode), to replay a tool's rules
+    on edited facts."""
     import importlib
     import types
     scripts = str(ROOT / "scripts")
@@ -266,13 +312,19 @@ def load_checker():
     try:
         if scripts not in sys.path:
             sys.path.insert(0, scripts)
-        modules = [importlib.import_module(name) for name in CHECKER_MODULES]
+        modules = [importlib.import_module(name) for name in names]
     finally:
         sys.dont_write_bytecode = writes_bytecode
     namespace = types.SimpleNamespace()
     for module in modules:
         namespace.__dict__.update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
     return namespace
+
+
+@functools.lru_cache(maxsize=None)
+def load_checker():
+    """The checker's modules (stdlib only): the sampling_checker package and the shared library."""
+    return load_modules(CHECKER_MODULES)
 
 
 CHECKER_MODULES = ("diagnostics_core.wheels", "diagnostics_core.netenv", "sampling_checker.tables",
@@ -282,8 +334,9 @@ CHECKER_MODULES = ("diagnostics_core.wheels", "diagnostics_core.netenv", "sampli
                    "sampling_checker.cli")
 
 
-def tree_state(*roots):
-    """{path: (kind, size, mtime)} of everything under `roots` (a file root stands for itself)."""
+def tree_state(*roots, skip=()):
+    """{path: (kind, size, mtime)} of everything under `roots` (a file root stands for itself), not
+    descending into folders named in `skip`."""
     state = {}
     for root in roots:
         root = str(root)
@@ -293,6 +346,7 @@ def tree_state(*roots):
                 state[root] = ("file", info.st_size, info.st_mtime_ns)
             continue
         for path, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in skip]
             for name in dirs + files:
                 full = os.path.join(path, name)
                 info = os.lstat(full)

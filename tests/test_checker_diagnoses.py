@@ -109,34 +109,39 @@ def real_static():
     return static_run(None, "--full")
 
 
+PYG_LIB, CLUSTER, SPLINE = ("pyg-lib", "pyg_lib", "0.5.0"), ("torch-cluster", "torch_cluster", "1.6.3"), \
+    ("torch-spline-conv", "torch_spline_conv", "1.2.2")
+
+
+def run_with_fakes(tmp_path_factory, name, failures, *flags):
+    """One checker run over a root of fake extensions: [((dist, module, version), failure)]."""
+    root = tmp_path_factory.mktemp(name)
+    for (distribution, module, version), failure in failures:
+        fakes.fake_extension(root, distribution, module, version, failure=failure)
+    if name == "broken_imports":  # anything else an import can raise
+        fakes.fake_raises(root, "torch_spline_conv", RuntimeError, "torch_spline_conv: unexpected state 42")
+    return run_with(root, *flags)
+
+
 @pytest.fixture(scope="module")
 def broken_loads(tmp_path_factory):
     """Three libraries the dynamic loader refuses, each for its own reason."""
-    root = tmp_path_factory.mktemp("broken_loads")
-    fakes.fake_extension(root, "pyg-lib", "pyg_lib", "0.5.0", failure="undefined-symbol")
-    fakes.fake_extension(root, "torch-cluster", "torch_cluster", "1.6.3", failure="cuda-runtime-missing")
-    fakes.fake_extension(root, "torch-spline-conv", "torch_spline_conv", "1.2.2", failure="glibc-too-old")
-    return run_with(root)
+    return run_with_fakes(tmp_path_factory, "broken_loads", [
+        (PYG_LIB, "undefined-symbol"), (CLUSTER, "cuda-runtime-missing"), (SPLINE, "glibc-too-old")])
 
 
 @pytest.fixture(scope="module")
 def broken_imports(tmp_path_factory):
     """Three imports that fail in Python: CUDA check, missing operator, anything else."""
-    root = tmp_path_factory.mktemp("broken_imports")
-    fakes.fake_extension(root, "torch-cluster", "torch_cluster", "1.6.3", failure="cuda-mismatch")
-    fakes.fake_extension(root, "pyg-lib", "pyg_lib", "0.5.0", failure="operator-missing")
-    fakes.fake_raises(root, "torch_spline_conv", RuntimeError, "torch_spline_conv: unexpected state 42")
-    return run_with(root)
+    return run_with_fakes(tmp_path_factory, "broken_imports", [(CLUSTER, "cuda-mismatch"), (PYG_LIB, "operator-missing")])
 
 
 @pytest.fixture(scope="module")
 def crash_and_hang(tmp_path_factory):
-    root = tmp_path_factory.mktemp("crash_and_hang")
-    fakes.fake_extension(root, "torch-cluster", "torch_cluster", "1.6.3", failure="import-crashed")
-    fakes.fake_extension(root, "torch-spline-conv", "torch_spline_conv", "1.2.2", failure="import-hung")
     # 45 s: room for three torch imports on a loaded machine besides the 18 s
     # no-progress limit, so the hang is named before the overall deadline.
-    return run_with(root, "--timeout", "45")
+    return run_with_fakes(tmp_path_factory, "crash_and_hang", [(CLUSTER, "import-crashed"), (SPLINE, "import-hung")],
+                          "--timeout", "45")
 
 
 # ---------------------------------------------------------------------------
@@ -288,32 +293,26 @@ def test_glibc_older_than_the_wheel_needs(broken_loads):
                                  "torch-spline-conv==1.2.2" % shlex.quote(sys.executable))
 
 
-@pytest.mark.finding("ext-cuda-mismatch")
-def test_extension_compiled_for_another_cuda(broken_imports, torch_build):
-    found = broken_imports.only("ext-cuda-mismatch")
+@pytest.mark.finding("ext-cuda-mismatch", "ext-operator-missing", "ext-import-error")
+@pytest.mark.parametrize("finding_id, module, shown, fix", [
+    # compiled for another CUDA
+    ("ext-cuda-mismatch", "torch_cluster", "were compiled with different CUDA versions",
+     lambda build: legacy_fix("torch-cluster", build)),
+    ("ext-operator-missing", "pyg_lib", "'_OpNamespace' 'pyg' object has no attribute 'neighbor_sample'",
+     lambda build: reinstall_fix("pyg_lib", build)),
+    # anything else is reported verbatim
+    ("ext-import-error", "torch_spline_conv", "torch_spline_conv: unexpected state 42",
+     lambda build: legacy_fix("torch-spline-conv", build)),
+])
+def test_an_import_that_fails_in_python_is_named_by_its_cause(broken_imports, torch_build, finding_id, module,
+                                                               shown, fix):
+    found = broken_imports.only(finding_id)
     assert found["severity"] == "error"
-    assert found["evidence"]["module"] == "torch_cluster"
-    assert found["evidence"]["error"]["type"] == "RuntimeError"
-    assert "were compiled with different CUDA versions" in found["evidence"]["matched"]
-    assert found["fix"] == legacy_fix("torch-cluster", torch_build)
-
-
-@pytest.mark.finding("ext-operator-missing")
-def test_operator_missing(broken_imports, torch_build):
-    found = broken_imports.only("ext-operator-missing")
-    assert found["severity"] == "error"
-    assert found["evidence"]["module"] == "pyg_lib"
-    assert "'_OpNamespace' 'pyg' object has no attribute 'neighbor_sample'" in json.dumps(found["evidence"])
-    assert found["fix"] == reinstall_fix("pyg_lib", torch_build)
-
-
-@pytest.mark.finding("ext-import-error")
-def test_anything_else_is_reported_verbatim(broken_imports, torch_build):
-    found = broken_imports.only("ext-import-error")
-    assert found["severity"] == "error"
-    assert found["evidence"]["module"] == "torch_spline_conv"
-    assert found["evidence"]["matched"] == "torch_spline_conv: unexpected state 42"
-    assert found["fix"] == legacy_fix("torch-spline-conv", torch_build)
+    assert found["evidence"]["module"] == module
+    assert shown in json.dumps(found["evidence"])
+    assert found["fix"] == fix(torch_build)
+    if finding_id == "ext-cuda-mismatch":
+        assert found["evidence"]["error"]["type"] == "RuntimeError"
 
 
 @pytest.mark.finding("ext-missing-dependency")

@@ -137,37 +137,26 @@ def build_cases(base):
         return path
 
     cases = {}
-    r = root("undefined_symbol")
-    fakes.fake_undefined_symbol(r)  # torch_sparse, like rusty1s/pytorch_sparse#250
-    cases["undefined-symbol"] = (r, IMPORT_PROBE, ["torch_sparse"], 60)
-    r = root("cudart_missing")
-    fakes.fake_cuda_runtime_missing(r)
-    cases["cuda-runtime-missing"] = (r, IMPORT_PROBE, ["pyg_lib"], 60)
-    r = root("c10_cuda_missing")
-    fakes.fake_cuda_runtime_missing(r, module="torch_scatter", soname="libc10_cuda.so")
-    cases["c10-cuda-missing"] = (r, IMPORT_PROBE, ["torch_scatter"], 60)
-    r = root("glibc")
-    fakes.fake_glibc_too_old(r)
-    cases["glibc-too-old"] = (r, IMPORT_PROBE, ["pyg_lib"], 60)
-    r = root("cuda_mismatch")
-    fakes.fake_cuda_mismatch(r)
-    cases["cuda-mismatch"] = (r, IMPORT_PROBE, ["torch_sparse"], 60)
-    r = root("missing_dependency")
-    fakes.fake_missing_dependency(r)
-    cases["missing-dependency"] = (r, IMPORT_PROBE, ["torch_sparse"], 60)
-    r = root("operator_missing")
-    fakes.fake_operator_missing(r)
-    cases["operator-missing"] = (r, OPERATOR_PROBE, [], 60)
-    r = root("segfault")
-    fakes.fake_segfault(r, "torch_cluster")
-    cases["segfault"] = (r, IMPORT_PROBE, ["torch_cluster"], 60)
-    r = root("hang")
-    fakes.fake_hang(r, "torch_spline_conv")
-    cases["hang"] = (r, IMPORT_PROBE, ["torch_spline_conv"], 3)
-    r = root("raises")
-    fakes.fake_raises(r, "pyg_lib", OSError, "Could not load this library: C:\\pyg_lib\\pyg.dll",
-                      cause=(OSError, "[WinError 127] The specified procedure could not be found"))
-    cases["raises"] = (r, IMPORT_PROBE, ["pyg_lib"], 60)
+    for case, make, probe, args, timeout in (
+            # undefined-symbol: torch_sparse, like rusty1s/pytorch_sparse#250
+            ("undefined-symbol", fakes.fake_undefined_symbol, IMPORT_PROBE, ["torch_sparse"], 60),
+            ("cuda-runtime-missing", fakes.fake_cuda_runtime_missing, IMPORT_PROBE, ["pyg_lib"], 60),
+            ("c10-cuda-missing", lambda r: fakes.fake_cuda_runtime_missing(r, module="torch_scatter",
+                                                                           soname="libc10_cuda.so"),
+             IMPORT_PROBE, ["torch_scatter"], 60),
+            ("glibc-too-old", fakes.fake_glibc_too_old, IMPORT_PROBE, ["pyg_lib"], 60),
+            ("cuda-mismatch", fakes.fake_cuda_mismatch, IMPORT_PROBE, ["torch_sparse"], 60),
+            ("missing-dependency", fakes.fake_missing_dependency, IMPORT_PROBE, ["torch_sparse"], 60),
+            ("operator-missing", fakes.fake_operator_missing, OPERATOR_PROBE, [], 60),
+            ("segfault", lambda r: fakes.fake_segfault(r, "torch_cluster"), IMPORT_PROBE, ["torch_cluster"], 60),
+            ("hang", lambda r: fakes.fake_hang(r, "torch_spline_conv"), IMPORT_PROBE, ["torch_spline_conv"], 3),
+            ("raises", lambda r: fakes.fake_raises(
+                r, "pyg_lib", OSError, "Could not load this library: C:\\pyg_lib\\pyg.dll",
+                cause=(OSError, "[WinError 127] The specified procedure could not be found")),
+             IMPORT_PROBE, ["pyg_lib"], 60)):
+        r = root(case.replace("-", "_"))
+        make(r)
+        cases[case] = (r, probe, args, timeout)
 
     # PyG against fakes that also carry distribution metadata.
     r = root("pyg_broken")

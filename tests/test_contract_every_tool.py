@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, pyenv_python, tree_state
+from conftest import ROOT, assert_help_names, pyenv_python, tree_state
 
 SCRIPTS = ROOT / "scripts"
 TROUBLESHOOTING = ROOT / "references" / "troubleshooting.md"
@@ -184,6 +184,15 @@ def test_no_tool_imports_another_tool():
     for path in sorted((SCRIPTS / "diagnostics_core").glob("*.py")):  # the library imports no tool
         wrong = imported_modules(path) & (tools | {p for packages in TOOL_PACKAGES.values() for p in packages})
         assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
+
+
+@pytest.mark.parametrize("tool, flags", [
+    ("check_store_contract", ("--feature-store", "--graph-store", "--write-check", "--timeout")),
+    ("check_partition", ("--labels", "--label-node-type", "--allow-pickle", "--timeout")),
+])
+def test_help_documents_flags_exit_codes_and_read_only(tool, flags):
+    assert_help_names(SCRIPTS / (tool + ".py"), flags + ("--pretty", "--list-findings", "exit codes:", "  0 ", "  1 ",
+                                                         "  2 ", "  3 ", "Read-only", "examples:"))
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))

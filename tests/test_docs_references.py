@@ -27,7 +27,7 @@ import textwrap
 
 import pytest
 
-from conftest import ENABLE
+from conftest import ENABLE, tree_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKILL = os.path.join(REPO, "SKILL.md")
@@ -303,14 +303,7 @@ def test_only_python_blocks_are_marked_runnable():
 
 
 def repo_snapshot():
-    state = {}
-    for directory, subdirs, files in os.walk(REPO):
-        subdirs[:] = [d for d in subdirs if d not in (".git", ".venv", "__pycache__", ".pytest_cache")]
-        for name in files:
-            path = os.path.join(directory, name)
-            stat = os.stat(path)
-            state[path] = (stat.st_size, stat.st_mtime_ns)
-    return state
+    return tree_state(REPO, skip=(".git", ".venv", "__pycache__", ".pytest_cache"))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import strict_json
+from conftest import (ToolRun, assert_lists_ids_with_anchors, assert_usage_refusal,
+                      tree_state)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_partition.py")
@@ -27,21 +28,7 @@ REAL_CASES = ("homo", "homo_edge_attr", "hetero", "hetero_edge_attr")
 STORES = ("LocalGraphStore", "LocalFeatureStore")
 
 
-class Run:
-    def __init__(self, process, elapsed):
-        self.returncode, self.elapsed = process.returncode, elapsed
-        self.stderr = process.stderr.decode("utf-8", "replace")
-        # every run's stdout is parsed the way strict parsers (serde_json, Go) parse it
-        self.document = strict_json(process.stdout) if process.stdout.strip() else None
-
-    @property
-    def ids(self):
-        return [f["id"] for f in self.document["findings"]]
-
-    def finding(self, finding_id):
-        matches = [f for f in self.document["findings"] if f["id"] == finding_id]
-        assert matches, "no %s in %s\nstderr: %s" % (finding_id, self.ids, self.stderr[-2000:])
-        return matches[0]
+Run = ToolRun
 
 
 def run_checker(*args):
@@ -58,14 +45,7 @@ def run_writer(*args):
 
 
 def snapshot(folder):
-    """Every path under `folder` with its size and modification time."""
-    state = {}
-    for directory, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(directory, name)
-            info = os.lstat(path)
-            state[path] = (info.st_size, info.st_mtime_ns)
-    return state
+    return tree_state(folder)
 
 
 @pytest.fixture(scope="module")
@@ -102,24 +82,9 @@ def checker_verdict(run):
 
 # Command line ------------------------------------------------------------------
 
-def test_help_documents_flags_exit_codes_and_read_only():
-    process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=30)
-    assert process.returncode == 0
-    for text in ("--labels", "--label-node-type", "--allow-pickle", "--timeout", "--pretty", "--list-findings",
-                 "exit codes:", "  0 ", "  1 ", "  2 ", "  3 ", "Read-only", "examples:"):
-        assert text in process.stdout
-
-
 def test_list_findings_names_every_id_with_its_docs_anchor(runs):
-    process = subprocess.run([sys.executable, SCRIPT, "--list-findings"], capture_output=True, text=True,
-                             timeout=30)
-    assert process.returncode == 0
-    listed = {entry["id"]: entry for entry in json.loads(process.stdout)}
-    for finding_id, entry in listed.items():
-        assert finding_id.startswith("partition-")
-        assert entry["docs"] == "references/troubleshooting.md#" + finding_id
-    emitted = {f for run in runs.values() if isinstance(run, Run) for f in run.ids}
-    assert emitted <= set(listed), emitted - set(listed)
+    assert_lists_ids_with_anchors(SCRIPT, "partition-",
+                                  {f for run in runs.values() if isinstance(run, Run) for f in run.ids})
 
 
 @pytest.mark.parametrize("args", [
@@ -133,11 +98,7 @@ def test_list_findings_names_every_id_with_its_docs_anchor(runs):
 @pytest.mark.finding("partition-usage-error")
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
     run = run_checker(*args)
-    assert run.returncode == 2
-    assert len(run.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in run.stderr
-    assert run.document["exit_code"] == 2 and run.document["ok"] is False and run.document["gates"] == {}
-    assert run.ids == ["partition-usage-error"]
+    assert_usage_refusal(run.returncode, run.stderr, run.document, "partition-usage-error")
 
 
 def test_the_folder_is_never_modified(runs):

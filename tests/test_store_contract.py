@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import strict_json
+from conftest import (ToolRun, assert_lists_ids_with_anchors, assert_usage_refusal,
+                      load_modules)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
@@ -48,29 +49,14 @@ CASES = {
 WRITE_MARKED = ("reference_default", "reference_hetero")
 
 
-class Run:
-    def __init__(self, args, process, elapsed):
-        self.args, self.returncode, self.elapsed = args, process.returncode, elapsed
-        self.stderr = process.stderr.decode("utf-8", "replace")
-        self.stdout = process.stdout.decode("utf-8", "replace")
-        # every run's stdout is parsed the way strict parsers (serde_json, Go) parse it
-        self.document = strict_json(process.stdout) if process.stdout.strip() else None
-
-    @property
-    def ids(self):
-        return [f["id"] for f in self.document["findings"]]
-
-    def finding(self, finding_id):
-        matches = [f for f in self.document["findings"] if f["id"] == finding_id]
-        assert matches, "no %s in %s\nstderr: %s" % (finding_id, self.ids, self.stderr[-2000:])
-        return matches[0]
+Run = ToolRun
 
 
 def run_checker(args, env=None, timeout=180, cwd=None):
     started = time.time()
     process = subprocess.run([sys.executable, SCRIPT, *args], cwd=cwd or REPO, capture_output=True,
                              env=env, timeout=timeout, stdin=subprocess.DEVNULL)
-    return Run(args, process, time.time() - started)
+    return Run(process, time.time() - started, args)
 
 
 @pytest.fixture(scope="module")
@@ -109,25 +95,9 @@ def needs_backend(runs):
 
 # Command line ------------------------------------------------------------------
 
-def test_help_documents_flags_exit_codes_and_read_only():
-    process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=30)
-    assert process.returncode == 0
-    for text in ("--feature-store", "--graph-store", "--write-check", "--timeout", "--pretty", "--list-findings",
-                 "exit codes:", "  0 ", "  1 ", "  2 ", "  3 ", "Read-only", "examples:"):
-        assert text in process.stdout
-
-
 def test_list_findings_names_every_id_with_its_docs_anchor(runs):
-    process = subprocess.run([sys.executable, SCRIPT, "--list-findings"], capture_output=True, text=True,
-                             timeout=30)
-    assert process.returncode == 0
-    listed = {entry["id"]: entry for entry in json.loads(process.stdout)}
-    for finding_id, entry in listed.items():
-        assert finding_id.startswith("store-")
-        assert entry["docs"] == "references/troubleshooting.md#" + finding_id
-        assert entry["severity"] in ("error", "warning", "info")
-    emitted = {f for name, run in runs.items() if isinstance(run, Run) for f in run.ids}
-    assert emitted <= set(listed), emitted - set(listed)
+    assert_lists_ids_with_anchors(SCRIPT, "store-",
+                                  {f for name, run in runs.items() if isinstance(run, Run) for f in run.ids})
 
 
 @pytest.mark.parametrize("args", [
@@ -143,11 +113,7 @@ def test_list_findings_names_every_id_with_its_docs_anchor(runs):
 @pytest.mark.finding("store-usage-error")
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
     run = run_checker(args, timeout=30)
-    assert run.returncode == 2
-    assert len(run.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in run.stderr
-    assert run.document["exit_code"] == 2 and run.document["ok"] is False and run.document["gates"] == {}
-    assert run.ids == ["store-usage-error"]
+    assert_usage_refusal(run.returncode, run.stderr, run.document, "store-usage-error")
 
 
 def test_every_run_prints_one_json_document_with_the_common_keys(runs):
@@ -312,22 +278,8 @@ def test_real_loader_batch_fails_where_the_contract_is_broken(runs, case, error_
 # Records cut short ------------------------------------------------------------------
 
 def load_checker_module():
-    """The store checker's modules as one namespace (imported from scripts/ without writing bytecode)."""
-    import importlib
-    import types
-    scripts = os.path.join(REPO, "scripts")
-    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        if scripts not in sys.path:
-            sys.path.insert(0, scripts)
-        modules = [importlib.import_module("store_checker." + name)
-                   for name in ("findings", "gather", "rules", "run", "cli")]
-    finally:
-        sys.dont_write_bytecode = writes_bytecode
-    namespace = types.SimpleNamespace()
-    for module in modules:
-        namespace.__dict__.update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
-    return namespace
+    """The store checker's modules as one namespace."""
+    return load_modules(["store_checker." + name for name in ("findings", "gather", "rules", "run", "cli")])
 
 
 CRASH_SHAPES = [
