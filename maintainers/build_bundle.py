@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the generated files: check_sampling_backends.pyz, the checker as one file to copy to a bare
-cluster node, and every tool's --help text and --list-findings document in
+cluster node, its JSON Schema (check_sampling_backends.schema.json, what --schema prints), and every tool's --help text and --list-findings document in
 diagnostics_core/generated/ (printed by diagnostics_core.fast without loading argparse).
 
 The bundle is a zipapp (PEP 441) of the entry file, the sampling_checker package, the shared
@@ -50,7 +50,18 @@ def generated_files():
     files = []
     for tool in sorted(PARSER_MODULES):
         files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool: help_text(t)))
+    files.append((os.path.join(SCRIPTS, "check_sampling_backends.schema.json"), schema_bytes))
     return files + [(BUNDLE, bundle_bytes)]
+
+
+def schema_bytes():
+    """What --schema prints: the checker's JSON Schema, derived from sampling_checker/schema.py's table."""
+    sys.dont_write_bytecode = True
+    if SCRIPTS not in sys.path:
+        sys.path.insert(0, SCRIPTS)
+    from diagnostics_core.text import dumps
+    from sampling_checker.schema import json_schema
+    return (dumps(json_schema(), True) + "\n").encode("utf-8")
 
 
 def bundle_entries():

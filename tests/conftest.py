@@ -330,7 +330,7 @@ def load_checker():
 CHECKER_MODULES = ("diagnostics_core.wheels", "diagnostics_core.netenv", "sampling_checker.tables",
                    "sampling_checker.parsing", "sampling_checker.findings", "sampling_checker.static_facts",
                    "sampling_checker.interpreter", "sampling_checker.probe", "sampling_checker.install",
-                   "sampling_checker.assemble", "sampling_checker.rules", "sampling_checker.render",
+                   "sampling_checker.gpu_facts", "sampling_checker.assemble", "sampling_checker.rules", "sampling_checker.render",
                    "sampling_checker.cli")
 
 

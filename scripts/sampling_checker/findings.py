@@ -13,10 +13,6 @@ MIN_PYTHON = (3, 8)
 
 FINDINGS = registered_findings("sampling_checker")  # id -> (severity, title)
 
-# The document's fact sections, in the order it prints them (render and the JSON schema both follow it).
-FACT_SECTIONS = ("interpreter", "python", "distributions", "torch_build", "pyg_source", "cpu", "environment",
-                 "probe", "torch", "cuda", "distributed", "pyg", "extensions", "sampling", "install")
-
 TOOL = Tool("check_sampling_backends", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="usage-error", internal_id="checker-internal-error")
 finding = TOOL.finding

@@ -1,4 +1,4 @@
-"""Small parsers of versions, wheel tags and CPU lists."""
+"""Small parsers of versions, wheel tags, CPU lists and launch variables."""
 
 import re
 
@@ -48,3 +48,21 @@ def expand_cpu_list(text):
         else:
             cpus.append(int(part))
     return cpus
+
+
+def parse_int_variable(raw):
+    try:
+        return int(raw.strip()), None
+    except ValueError:
+        return None, "not an integer"
+
+
+def parse_slurm_task_counts(raw):
+    """SLURM's '4(x2),3' -> [4, 4, 3] (one count per node), or None when malformed."""
+    counts = []
+    for part in raw.strip().split(","):
+        match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
+        if not match:
+            return None
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts or None

@@ -10,7 +10,8 @@ from diagnostics_core.cli import docs_path
 from diagnostics_core.contract import SEVERITY_ORDER
 from diagnostics_core.markdown import cell, code, private_names, redact, terminal_line
 from diagnostics_core.text import write_json, write_text
-from .findings import CHECKER_VERSION, FACT_SECTIONS, TOOL
+from .findings import CHECKER_VERSION, TOOL
+from .schema import FACT_SECTIONS, json_schema
 from .tables import DEFAULT_TIMEOUT
 
 
@@ -175,7 +176,6 @@ HEADLINE_KEYS = {
 
 def _trim_fact_details(document):
     """Each fact section down to its headline: the keys the schema requires and HEADLINE_KEYS."""
-    from .schema import json_schema
     properties = json_schema()["properties"]
     trimmed = []
     for section in FACT_SECTIONS:

@@ -3,11 +3,11 @@
 import os
 
 from diagnostics_core.wheels import parse_version, platform_key, torch_install_command
-from .assemble import capability_number, match_visible_entry, torch_builds_covering
+from .gpu_facts import capability_number, driver_gap, match_visible_entry, torch_builds_covering
 from .findings import FINDINGS, finding
 from .install import interpreter, pip, uses_uv, with_pip
 from .rules_launch import launch_value
-from .static_facts import parse_int_variable
+from .parsing import parse_int_variable
 from .tables import CUDA_MAJOR_MIN_DRIVER, NVML_FATAL_ERRORS
 
 
@@ -130,9 +130,10 @@ def rule_gpu(facts, options):
             "visible": [v["entry"] for v in visibility["visible"]], "nvml_devices": gpu_summary(devices)},
             fix="export CUDA_VISIBLE_DEVICES=%s" % ",".join(named)))
     built, driver = cuda.get("built_with"), nvml.get("cuda_driver_version")
-    if built and driver and parse_version(driver)[:2] < parse_version(built)[:2]:
+    gap = driver_gap(built, driver)
+    if gap:
         major = parse_version(built)[0]
-        other_major = parse_version(driver)[0] < major
+        other_major = gap == "major"
         builds = torch_builds_covering(cuda, capabilities, within_driver=True)
         evidence = {"driver_version": nvml.get("driver_version"), "driver_cuda": driver, "torch_cuda": built,
                     "torch": torch.get("version"),

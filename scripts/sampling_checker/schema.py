@@ -1,7 +1,37 @@
-"""The JSON Schema of the checker's output (--schema)."""
+"""The JSON Schema of the checker's output (--schema), and its fact sections: one table, FACT_SCHEMAS, from
+which the document's order (render), --schema and the committed schema file
+(scripts/check_sampling_backends.schema.json, written by maintainers/build_bundle.py) all come."""
 
 from diagnostics_core.contract import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
-from .findings import FACT_SECTIONS, FINDINGS, SCHEMA_VERSION
+from .findings import FINDINGS, SCHEMA_VERSION
+
+OBJECT_OR_NULL = {"type": ["object", "null"]}
+
+# The document's fact sections in the order it prints them, each with its schema.
+FACT_SCHEMAS = (
+    ("interpreter", {"type": ["object", "null"], "required": ["chosen_by", "probed", "running"],
+                     "properties": {"chosen_by": {"enum": ["--python", "active-environment", "running"]}}}),
+    ("python", {"type": ["object", "null"], "required": ["version", "executable", "machine", "libc"]}),
+    ("distributions", {"type": ["object", "null"], "required": ["packages", "module_claims"]}),
+    ("torch_build", {"type": ["object", "null"], "required": ["found"]}),
+    ("pyg_source", {"type": ["object", "null"], "required": ["found"]}),
+    ("cpu", {"type": ["object", "null"], "required": ["logical_cores"]}),
+    ("environment", {"type": ["object", "null"], "required": ["threads", "launch"]}),
+    ("probe", OBJECT_OR_NULL),
+    ("torch", OBJECT_OR_NULL),
+    ("cuda", OBJECT_OR_NULL),
+    ("distributed", OBJECT_OR_NULL),
+    ("pyg", OBJECT_OR_NULL),
+    ("extensions", {"type": ["object", "null"], "additionalProperties": {
+        "type": "object", "required": ["status", "distribution"],
+        "properties": {"status": {"enum": [
+            "ok", "not-installed", "import-error", "crashed", "hung", "blocked", "not-run",
+            "probe-error", "not-probed"]}}}}),
+    ("sampling", {"type": ["object", "null"], "properties": {
+        "neighbor_backend": {"enum": ["pyg-lib", "torch-sparse", None]}}}),
+    ("install", OBJECT_OR_NULL),
+)
+FACT_SECTIONS = tuple(name for name, _ in FACT_SCHEMAS)
 
 
 def json_schema():
@@ -24,7 +54,6 @@ def json_schema():
         },
     }
     gate_schema = {"type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}}}
-    object_or_null = {"type": ["object", "null"]}
     properties = {
         "schema_version": {"const": SCHEMA_VERSION},
         "ok": {"type": "boolean", "description": "no error finding, no failed gate, no internal error"},
@@ -36,28 +65,8 @@ def json_schema():
                   "propertyNames": {"enum": ["neighbor_backend", "cuda", "distributed"]}},
         "checker": {"type": "object", "required": ["version", "mode", "detail", "elapsed_s", "read_only"],
                     "properties": {"detail": {"enum": ["compact", "full"]}}},
-        "interpreter": {"type": ["object", "null"], "required": ["chosen_by", "probed", "running"],
-                        "properties": {"chosen_by": {"enum": ["--python", "active-environment", "running"]}}},
-        "python": {"type": ["object", "null"], "required": ["version", "executable", "machine", "libc"]},
-        "distributions": {"type": ["object", "null"], "required": ["packages", "module_claims"]},
-        "torch_build": {"type": ["object", "null"], "required": ["found"]},
-        "pyg_source": {"type": ["object", "null"], "required": ["found"]},
-        "cpu": {"type": ["object", "null"], "required": ["logical_cores"]},
-        "environment": {"type": ["object", "null"], "required": ["threads", "launch"]},
-        "probe": object_or_null,
-        "torch": object_or_null,
-        "cuda": object_or_null,
-        "distributed": object_or_null,
-        "pyg": object_or_null,
-        "extensions": {"type": ["object", "null"], "additionalProperties": {
-            "type": "object", "required": ["status", "distribution"],
-            "properties": {"status": {"enum": [
-                "ok", "not-installed", "import-error", "crashed", "hung", "blocked", "not-run",
-                "probe-error", "not-probed"]}}}},
-        "sampling": {"type": ["object", "null"], "properties": {
-            "neighbor_backend": {"enum": ["pyg-lib", "torch-sparse", None]}}},
-        "install": object_or_null,
     }
+    properties.update(FACT_SCHEMAS)
     order = ["schema_version", "ok", "status", "exit_code", "findings", "gates", "checker"] + list(FACT_SECTIONS)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

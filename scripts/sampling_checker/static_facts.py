@@ -8,7 +8,8 @@ import time
 
 from diagnostics_core.text import read_regular
 from diagnostics_core.wheels import EXTENSION_DIST
-from .parsing import compress_cpu_list, cuda_variant, normalise_name, parse_local_tag
+from .parsing import (compress_cpu_list, cuda_variant, normalise_name, parse_int_variable, parse_local_tag,
+                      parse_slurm_task_counts)
 from .tables import (HOSTS_FILE, LAUNCH_INT_VARIABLES, LAUNCH_STR_VARIABLES, SLURM_TASK_COUNT_VARIABLES,
                      THREAD_VARIABLES, TRACKED_DISTRIBUTIONS)
 
@@ -516,24 +517,6 @@ def psutil_physical_cores():
         return psutil.cpu_count(logical=False)
     except Exception:  # psutil absent or broken: sysfs is enough
         return None
-
-
-def parse_int_variable(raw):
-    try:
-        return int(raw.strip()), None
-    except ValueError:
-        return None, "not an integer"
-
-
-def parse_slurm_task_counts(raw):
-    """SLURM's '4(x2),3' -> [4, 4, 3] (one count per node), or None when malformed."""
-    counts = []
-    for part in raw.strip().split(","):
-        match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
-        if not match:
-            return None
-        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
-    return counts or None
 
 
 def parse_slurm_task_count(raw, node_id):
