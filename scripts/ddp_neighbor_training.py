@@ -35,7 +35,9 @@ from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool, registered_find
 from diagnostics_core.text import write_json  # noqa: E402
 
 FINDINGS = registered_findings("ddp_recipe")  # id -> (severity, title)
-TOOL = Tool("ddp_neighbor_training", "1.1.0", "1.0", FINDINGS, usage_id="ddp-usage-error",
+SCHEMA_VERSION = "1.0"
+VERSION = "1.1.0"
+TOOL = Tool("ddp_neighbor_training", VERSION, SCHEMA_VERSION, FINDINGS, usage_id="ddp-usage-error",
             internal_id="ddp-internal-error", meta_key="tool")
 
 EPILOG = """\

@@ -7,7 +7,7 @@ from diagnostics_core.contract import Tool, registered_findings, script_command
 SCHEMA_VERSION = "1.0"
 
 
-TOOL_VERSION = "1.0.0"
+VERSION = "1.0.0"
 
 
 GATE = "consistent"
@@ -16,7 +16,7 @@ GATE = "consistent"
 FINDINGS = registered_findings("cluster_compare")  # id -> (severity, title)
 
 
-TOOL = Tool("compare_reports", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,
+TOOL = Tool("compare_reports", VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
 
 

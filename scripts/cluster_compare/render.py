@@ -6,14 +6,14 @@ import time
 
 from diagnostics_core.markdown import cell, code
 from diagnostics_core.text import write_json, write_text
-from .findings import GATE, TOOL, TOOL_VERSION
+from .findings import GATE, TOOL, VERSION
 
 
 def render(entries, findings, summary, started, internal_error=None, usage_error=False):
     errors = any(f["severity"] == "error" for f in findings)
     # The gate is not applied when the run never started (a usage error) or broke.
     gates = {} if usage_error or internal_error is not None else {GATE: {"passed": not errors}}
-    meta = {"name": "compare_reports.py", "version": TOOL_VERSION, "argv": sys.argv[1:],
+    meta = {"name": "compare_reports.py", "version": VERSION, "argv": sys.argv[1:],
             "elapsed_s": round(time.time() - started, 3), "read_only": True}
     document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
     document.update(reports=entries, groups=summary)

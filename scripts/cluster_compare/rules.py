@@ -73,7 +73,7 @@ def group(entries, values):
 MODULE_FILES = {"torch": ("torch", "file"), "torch_geometric": ("pyg", "file")}
 
 
-VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$")  # what may follow == in a printed pip line
+PIN_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$")  # what may follow == in a printed pip line
 
 
 INSTALLED_STATES = ("import-error", "blocked")  # installed but not importable: removable
@@ -110,7 +110,7 @@ def rerun_checker(label):
 
 def extension_fix(label, python, package, value, host_value, model):
     """Make one host's extension match the reference state, or say why no command can."""
-    if isinstance(value, str) and value.startswith("ok ") and VERSION.match(value[3:]):
+    if isinstance(value, str) and value.startswith("ok ") and PIN_VERSION.match(value[3:]):
         return "on %s: %s" % (label, extension_install(python, package, value[3:], model))
     installed = isinstance(host_value, str) and (host_value.startswith("ok") or host_value in INSTALLED_STATES)
     if value == "not-installed" and installed:
@@ -122,7 +122,7 @@ def definite(name, value):
     """Whether `value` is a state a fix can make another host match (not unknown or unset)."""
     if name in wheels.EXTENSION_DIST:
         return value == "not-installed" or (isinstance(value, str) and value.startswith("ok "))
-    return isinstance(value, str) and bool(VERSION.match(value))
+    return isinstance(value, str) and bool(PIN_VERSION.match(value))
 
 
 def install_fix(name, reference, others, entries, reports, host_values):

@@ -6,7 +6,7 @@ from diagnostics_core.contract import Tool, registered_findings
 SCHEMA_VERSION = "1.0"
 
 
-CHECKER_VERSION = "1.0.0"
+VERSION = "1.0.0"
 
 
 
@@ -53,7 +53,7 @@ NAME_LIMIT = 256  # characters of a feature name kept
 FINDINGS = registered_findings("partition_checker")  # id -> (severity, title)
 
 
-TOOL = Tool("check_partition", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
+TOOL = Tool("check_partition", VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="partition-usage-error", internal_id="partition-checker-internal-error")
 
 

@@ -9,7 +9,7 @@ from diagnostics_core import calls, sandbox
 from diagnostics_core.calls import CallerState
 from diagnostics_core.contract import SCRIPTS
 from . import CHILD_FLAG
-from .findings import CHECKER_VERSION, META_SHOWN_BYTES, TOOL
+from .findings import VERSION, META_SHOWN_BYTES, TOOL
 
 
 def shown_meta(content):
@@ -26,7 +26,7 @@ def render(facts, findings, options, started, internal_error=None, usage_error=F
     has_error = any(f["severity"] == "error" for f in findings)
     gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
     parts = facts.get("parts") or []
-    meta = {"name": TOOL.name, "version": CHECKER_VERSION, "argv": sys.argv[1:],
+    meta = {"name": TOOL.name, "version": VERSION, "argv": sys.argv[1:],
             "timeout_s": getattr(options, "timeout", None), "elapsed_s": round(time.time() - started, 3),
             "read_only": True, "child": facts.get("child")}
     document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)

@@ -7,13 +7,13 @@ from diagnostics_core.contract import Tool, registered_findings
 # had is removed or renamed, or a value changes type or meaning; MINOR when
 # keys, enum values or finding ids are added. Readers check MAJOR only.
 SCHEMA_VERSION = "2.1"
-CHECKER_VERSION = "2.0.0"
+VERSION = "2.0.0"
 MIN_PYTHON = (3, 8)
 
 
 FINDINGS = registered_findings("sampling_checker")  # id -> (severity, title)
 
-TOOL = Tool("check_sampling_backends", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
+TOOL = Tool("check_sampling_backends", VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="usage-error", internal_id="checker-internal-error")
 finding = TOOL.finding
 list_findings = TOOL.list_findings

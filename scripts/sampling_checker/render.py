@@ -10,7 +10,7 @@ from diagnostics_core.cli import docs_path
 from diagnostics_core.contract import SEVERITY_ORDER
 from diagnostics_core.markdown import cell, code, private_names, redact, terminal_line
 from diagnostics_core.text import write_json, write_text
-from .findings import CHECKER_VERSION, TOOL
+from .findings import VERSION, TOOL
 from .schema import FACT_SECTIONS, json_schema
 from .tables import DEFAULT_TIMEOUT
 
@@ -19,7 +19,7 @@ def render(facts, findings, gates, options, started, internal_error=None, usage_
     static_only = bool(options and options.static_only)
     full = bool(options and options.full)
     meta = {
-        "version": CHECKER_VERSION,
+        "version": VERSION,
         "argv": sys.argv[1:],
         "mode": "static-only" if static_only else "full",
         "detail": "full" if full else "compact",

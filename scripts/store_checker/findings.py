@@ -6,7 +6,7 @@ from diagnostics_core.contract import Tool, registered_findings
 SCHEMA_VERSION = "1.0"
 
 
-CHECKER_VERSION = "1.0.0"
+VERSION = "1.0.0"
 
 
 
@@ -38,7 +38,7 @@ MISSING_EDGE_TYPE = (MISSING_NAME, "to", MISSING_NAME)
 FINDINGS = registered_findings("store_checker")  # id -> (severity, title)
 
 
-TOOL = Tool("check_store_contract", CHECKER_VERSION, SCHEMA_VERSION, FINDINGS,
+TOOL = Tool("check_store_contract", VERSION, SCHEMA_VERSION, FINDINGS,
             usage_id="store-usage-error", internal_id="store-checker-internal-error")
 
 

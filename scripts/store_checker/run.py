@@ -8,7 +8,7 @@ from diagnostics_core import calls, sandbox
 from diagnostics_core.calls import CallerState
 from diagnostics_core.contract import SCRIPTS
 from . import CHILD_FLAG
-from .findings import CHECKER_VERSION, TOOL
+from .findings import VERSION, TOOL
 
 
 FACT_SECTIONS = ("setup", "tensor_attrs", "tensors", "edge_attrs", "edges", "graph_meta", "missing_keys",
@@ -21,7 +21,7 @@ def render(facts, findings, options, caller, started, internal_error=None, usage
     gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
     meta = {
         "name": TOOL.name,
-        "version": CHECKER_VERSION,
+        "version": VERSION,
         "argv": sys.argv[1:],
         "timeout_s": getattr(options, "timeout", None),
         "setup_timeout_s": getattr(options, "setup_timeout", None),
