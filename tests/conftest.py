@@ -402,6 +402,18 @@ def token():
     hostile_fakes.end_survivors(value)
 
 
+@pytest.fixture(scope="session")
+def partition_folders(tmp_path_factory):
+    """PyG's own Partitioner output for every case support/partition_writer.py writes, written once per test
+    run (METIS-free, but seconds of partitioning a case) and shared: tests copy a case before damaging it.
+    -> {"out": folder, "cases": {case: root}, "verdicts": PyG's from_partition outcome per root}."""
+    out = tmp_path_factory.mktemp("partitions")
+    process = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "partition_writer.py"), "write",
+                              str(out)], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return dict(json.loads(process.stdout), out=str(out))
+
+
 def pytest_configure(config):
     # The registry test (tests/test_contract_every_tool.py) reads these marks: every finding id of every tool is
     # reproduced by a test that marks it and asserts it in that tool's JSON.

@@ -55,9 +55,8 @@ def run_writer(*args):
 
 
 @pytest.fixture(scope="module")
-def partitions(tmp_path_factory):
-    out = tmp_path_factory.mktemp("partitions")
-    return run_writer("write", out)["cases"]
+def partitions(partition_folders):
+    return partition_folders["cases"]
 
 
 def copy_case(partitions, case, destination):

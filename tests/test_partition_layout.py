@@ -49,12 +49,8 @@ def snapshot(folder):
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    out = tmp_path_factory.mktemp("partitions")
-    result = run_writer("write", str(out))
-    result["out"] = str(out)
-    result["stalled"] = os.path.join(str(out), "stalled_file")
-    return result
+def written(partition_folders):
+    return dict(partition_folders, stalled=os.path.join(partition_folders["out"], "stalled_file"))
 
 
 @pytest.fixture(scope="module")
