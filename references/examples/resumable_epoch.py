@@ -10,8 +10,9 @@ For the check only, the checkpoint also counts how often each seed was trained o
 resumes correctly ends with every seed counted once per epoch ("seen_once": true).
 
     python resumable_epoch.py CKPT_DIR --epochs 2               # kill it, run it again: resumes
-    torchrun --nproc_per_node 2 --max-restarts 1 resumable_epoch.py CKPT_DIR   # elastic (gloo)
-    python resumable_epoch.py CKPT_DIR --crash-at-step 3        # exits hard once at step 3
+    # Elastic: the worker exits hard once at step 3, torchrun restarts it, it resumes there.
+    torchrun --standalone --nproc_per_node 1 --max-restarts 1 resumable_epoch.py CKPT_DIR --crash-at-step 3
+    torchrun --nproc_per_node 2 resumable_epoch.py CKPT_DIR      # DDP (gloo), same resume logic
 
 Each step prints one line to stderr; the end prints one JSON line on stdout (rank 0).
 """
