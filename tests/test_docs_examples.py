@@ -6,6 +6,7 @@ tiny graph and asserts on the one JSON line it prints. Parts that need a samplin
 the same test checks both sides; in CI (which installs torch-sparse) the backend is required.
 """
 
+import functools
 import json
 import os
 import signal
@@ -14,11 +15,13 @@ import sys
 
 import pytest
 
-from conftest import ENABLE, sampling_backend_present
+from conftest import ENABLE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "references", "examples")
 TIMEOUT = 180
+# One thread per process: the examples are tiny and the machines running the tests are shared.
+ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
 
 
 def example(name):
@@ -28,23 +31,29 @@ def example(name):
 def run_example(name, *args, cwd=None, python=sys.executable):
     process = subprocess.run([python, example(name), *map(str, args)], cwd=cwd,
                              capture_output=True, text=True, timeout=TIMEOUT,
-                             env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+                             env=ENV)
     assert process.returncode == 0, process.stderr[-3000:]
     lines = process.stdout.strip().splitlines()
     assert len(lines) == 1, process.stdout
     return json.loads(lines[0])
 
 
+@functools.lru_cache(maxsize=None)
+def backends():
+    """(pyg-lib, any neighbour-sampling backend) in this interpreter: one probe per session."""
+    code = ("import torch_geometric.typing as T; "
+            "print(T.WITH_PYG_LIB, T.WITH_PYG_LIB or T.WITH_TORCH_SPARSE)")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=TIMEOUT, env=ENV)
+    pyg_lib, any_backend = probe.stdout.split()
+    return pyg_lib == "True", any_backend == "True"
+
+
 def backend_or_skip_in_ci():
-    present = sampling_backend_present()
+    present = backends()[1]
     if not present and os.environ.get("CI") == "true":
         pytest.fail("neighbor-sampling-unavailable in CI; enable: " + ENABLE["backend"])
     return present
-
-
-def pyg_lib_present():
-    code = "import torch_geometric.typing as T, sys; sys.exit(0 if T.WITH_PYG_LIB else 1)"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
 def test_every_example_says_what_it_shows_and_how_to_run_it():
@@ -96,7 +105,7 @@ def test_temporal_sampling_never_samples_the_future():
     assert report["plain_sampler_future_edges"] == 0
     # The same binary search over destination-only order lets future edges in, silently.
     assert report["future_edges_if_only_data_sort"] > 0
-    assert report["with_pyg_lib"] == pyg_lib_present()
+    assert report["with_pyg_lib"] == backends()[0]
     if report["with_pyg_lib"]:
         assert report["neighbor_loader_future_edges"] == 0
         assert report["link_loader_future_edges"] == 0
@@ -104,7 +113,7 @@ def test_temporal_sampling_never_samples_the_future():
         return
     assert report["pyg_temporal"] == ("ImportError: Edge-level temporal sampling requires a "
                                       "more recent 'pyg-lib' installation")
-    if sampling_backend_present():  # torch-sparse alone: node-level time fails at iteration
+    if backends()[1]:  # torch-sparse alone: node-level time fails at iteration
         assert report["pyg_node_time"].startswith(
             "ValueError: 'disjoint' sampling not supported for neighbor sampling via "
             "'torch-sparse'")
@@ -128,7 +137,7 @@ def test_ddp_node_embeddings_dense_and_sparse_match_one_process():
 def test_resumable_epoch_killed_mid_epoch_resumes_each_batch_once(tmp_path):
     command = [sys.executable, example("resumable_epoch.py"), str(tmp_path), "--epochs", "2"]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+                             env=ENV)
     try:
         for line in first.stderr:  # wait until it is mid-epoch, then kill it without warning
             if "epoch 0 step 7/" in line:
@@ -140,7 +149,7 @@ def test_resumable_epoch_killed_mid_epoch_resumes_each_batch_once(tmp_path):
             first.kill()
     assert first.returncode == -signal.SIGKILL
     second = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
-                            env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+                            env=ENV)
     assert second.returncode == 0, second.stderr[-3000:]
     resumed = [l for l in second.stderr.splitlines() if "resuming" in l]
     assert resumed and "epoch 0 step 0" not in resumed[0], second.stderr[:500]
@@ -159,7 +168,7 @@ def test_resumable_epoch_under_elastic_torchrun_restarts_and_resumes(tmp_path):
          example("resumable_epoch.py"),
          str(tmp_path), "--epochs", "2", "--crash-at-step", "4"],
         capture_output=True, text=True, timeout=TIMEOUT,
-        env=dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1"))
+        env=ENV)
     assert process.returncode == 0, process.stderr[-3000:]
     assert "exitcode: 17" in process.stderr  # the worker really died once
     assert "rank 0: resuming at epoch 0 step 4" in process.stderr
