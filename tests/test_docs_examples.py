@@ -90,6 +90,7 @@ def test_out_of_core_sampler_matches_neighbor_loader_on_a_small_graph(tmp_path):
                          "--batch-size", 32)
     assert report["batches"] == 10
     assert report["edges_are_real"] is True  # batch.n_id[batch.edge_index] == the e_id edges
+    assert report["full_neighbourhoods"] is True  # and no in-edge of an expanded node is missing
     if backend_or_skip_in_ci():
         assert report["neighbor_loader"] == "same subgraphs"
     else:

@@ -160,15 +160,16 @@ def sample(args):
 
 
 def compare(args):
-    """Full fan-out (-1) is deterministic: every batch must equal NeighborLoader's."""
+    """Full fan-out (-1) over len(--num-neighbors) hops is deterministic: every batch must
+    equal NeighborLoader's on the same graph loaded whole (so: small graphs only)."""
     colptr = np.fromfile(os.path.join(args.folder, 'colptr.bin'), dtype=np.int64)
     row = torch.from_numpy(np.fromfile(os.path.join(args.folder, 'row.bin'), dtype=np.int64))
     col = torch.repeat_interleave(torch.from_numpy(np.diff(colptr)))
     num_nodes, fanout = len(colptr) - 1, [-1] * len(args.num_neighbors)
     ours = make_loader(args.folder, fanout, args.batch_size)
-    ours.shuffle = False  # compare batch by batch in seed order
     data = Data(edge_index=torch.stack([row, col]), num_nodes=num_nodes)
-    report = {'batches': 0, 'edges_are_real': True}
+    report = {'batches': 0, 'edges_are_real': True, 'full_neighbourhoods': True}
+    in_degree = torch.from_numpy(np.diff(colptr))
     theirs = None
     if torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE:
         theirs = iter(NeighborLoader(data, num_neighbors=fanout, batch_size=args.batch_size,
@@ -176,10 +177,14 @@ def compare(args):
     else:  # NeighborLoader needs pyg-lib or torch-sparse: check the edges only
         report['neighbor_loader'] = 'unavailable: no pyg-lib or torch-sparse'
     same = True
+    # The same sampler, unshuffled, to compare batch by batch in seed order:
     for batch in NodeLoader(ours.data, ours.node_sampler, input_nodes=torch.arange(num_nodes),
                             batch_size=args.batch_size):
         pairs = batch.n_id[batch.edge_index]
         report['edges_are_real'] &= bool(pairs.equal(data.edge_index[:, batch.e_id]))
+        # Full fan-out: every node found before the last hop brings all of its in-edges.
+        expanded = batch.n_id[:sum(batch.num_sampled_nodes[:-1])]
+        report['full_neighbourhoods'] &= batch.num_edges == int(in_degree[expanded].sum())
         if theirs is not None:
             other = next(theirs)
             same &= (set(batch.n_id.tolist()) == set(other.n_id.tolist())
