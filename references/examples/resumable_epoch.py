@@ -1,7 +1,7 @@
 """Mid-epoch resume: checkpoint the shuffle (seed, epoch, next batch), skip the finished batches.
 
-The loader's order comes from a torch Sampler built from (seed, epoch, rank), so it can be
-rebuilt after a crash and told to start at the first unfinished step. After every step rank 0
+The loader's order comes from a torch Sampler seeded by (seed, epoch, rank), so after a crash
+`set_epoch(epoch, start_step)` replays the same order from the first unfinished step. After every step rank 0
 writes model, optimizer and position atomically (temporary file + os.replace), so a kill at
 any moment leaves the last finished step on disk. The same Sampler works as `sampler=` of
 NeighborLoader (used when pyg-lib or torch-sparse is installed) or of a plain DataLoader.
@@ -36,14 +36,24 @@ NUM_NODES, NUM_FEATURES, NUM_CLASSES = 240, 8, 3
 
 
 class ResumableSampler(torch.utils.data.Sampler):
-    """Rank `rank`'s seed positions for one epoch, from step `start_step` on."""
+    """Rank `rank`'s seed positions for one epoch, from step `start_step` on.
 
-    def __init__(self, num_seeds, batch_size, seed, epoch, start_step=0, rank=0, world_size=1):
-        order = torch.randperm(num_seeds, generator=torch.Generator().manual_seed(seed + epoch))
-        steps = num_seeds // (world_size * batch_size)  # equal steps on every rank (drop_last)
-        share = order[:steps * world_size * batch_size].view(steps, world_size, batch_size)
-        self.indices = share[start_step:, rank].reshape(-1).tolist()
-        self.steps = steps
+    Like DistributedSampler.set_epoch, set_epoch(epoch, start_step) changes what the next
+    iteration yields, so the loader is built once (NeighborLoader copies the edges when built).
+    """
+
+    def __init__(self, num_seeds, batch_size, seed, rank=0, world_size=1):
+        self.num_seeds, self.batch_size, self.seed = num_seeds, batch_size, seed
+        self.rank, self.world_size = rank, world_size
+        self.steps = num_seeds // (world_size * batch_size)  # equal on every rank (drop_last)
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch, start_step=0):
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        order = torch.randperm(self.num_seeds, generator=generator)
+        used = order[:self.steps * self.world_size * self.batch_size]
+        share = used.view(self.steps, self.world_size, self.batch_size)
+        self.indices = share[start_step:, self.rank].reshape(-1).tolist()
 
     def __iter__(self):
         return iter(self.indices)
@@ -114,14 +124,14 @@ def main(argv=None):
         model = DistributedDataParallel(model)
     module = model.module if distributed else model
     restart = int(os.environ.get('TORCHELASTIC_RESTART_COUNT', '0'))
-    steps_per_epoch = NUM_NODES // (world_size * args.batch_size)
 
+    sampler = ResumableSampler(NUM_NODES, args.batch_size, args.seed, rank, world_size)
+    loader = make_loader(data, sampler, args.batch_size)  # built once
     for epoch in range(state['epoch'], args.epochs):
-        sampler = ResumableSampler(NUM_NODES, args.batch_size, args.seed, epoch,
-                                   state['step'] if epoch == state['epoch'] else 0,
-                                   rank, world_size)
-        step = sampler.steps - len(sampler) // args.batch_size
-        for batch in make_loader(data, sampler, args.batch_size):
+        start_step = state['step'] if epoch == state['epoch'] else 0
+        sampler.set_epoch(epoch, start_step)  # skips the steps the checkpoint has done
+        step = start_step
+        for batch in loader:
             if (args.crash_at_step == step + epoch * sampler.steps and restart == 0
                     and rank == world_size - 1 and not os.path.exists(path + '.crashed')):
                 open(path + '.crashed', 'w').close()
@@ -149,8 +159,8 @@ def main(argv=None):
 
     if rank == 0:
         counted = state['seen']
-        usable = steps_per_epoch * world_size * args.batch_size  # seeds used per epoch
-        print(json.dumps({'epochs': args.epochs, 'steps_per_epoch': steps_per_epoch,
+        usable = sampler.steps * world_size * args.batch_size  # seeds used per epoch
+        print(json.dumps({'epochs': args.epochs, 'steps_per_epoch': sampler.steps,
                           'world_size': world_size, 'seeds_per_epoch': usable,
                           'seen_once': bool(((counted == 0) | (counted == 1)).all()
                                             and (counted.sum(1) == usable).all()),
