@@ -135,28 +135,46 @@ def test_ddp_node_embeddings_dense_and_sparse_match_one_process():
     assert report["sparse-sparseadam"]["optimizer_state_numel"] == 2 * report["table_numel"]
 
 
-def test_resumable_epoch_killed_mid_epoch_resumes_each_batch_once(tmp_path):
-    command = [sys.executable, example("resumable_epoch.py"), str(tmp_path), "--epochs", "2"]
+def torchrun():
+    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(path):
+        pytest.skip("no torchrun beside %s; enable: pip install torch==2.13.0" % sys.executable)
+    return path
+
+
+def kill_tree(process):
+    """SIGKILL a launcher and every process under it, by pid, children first."""
+    import psutil
+    parent = psutil.Process(process.pid)
+    for child in parent.children(recursive=True) + [parent]:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def test_resumable_epoch_ddp_killed_mid_epoch_resumes_each_batch_once(tmp_path):
+    command = [torchrun(), "--standalone", "--nproc_per_node", "2",
+               example("resumable_epoch.py"), str(tmp_path), "--epochs", "2"]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=ENV)
     try:
-        for line in first.stderr:  # wait until it is mid-epoch, then kill it without warning
-            if "epoch 0 step 7/" in line:
-                first.send_signal(signal.SIGKILL)
+        for line in first.stderr:  # wait until both ranks are mid-epoch, then kill everything
+            if "rank 0: epoch 0 step 4/" in line:
+                kill_tree(first)
                 break
         first.wait(timeout=TIMEOUT)
     finally:
         if first.poll() is None:
-            first.kill()
+            kill_tree(first)
     assert first.returncode == -signal.SIGKILL
-    second = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
-                            env=ENV)
+    second = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=ENV)
     assert second.returncode == 0, second.stderr[-3000:]
     resumed = [l for l in second.stderr.splitlines() if "resuming" in l]
-    assert resumed and "epoch 0 step 0" not in resumed[0], second.stderr[:500]
-    report = json.loads(second.stdout)
-    assert report == {"epochs": 2, "steps_per_epoch": 15, "world_size": 1,
-                      "seeds_per_epoch": 240, "seen_once": True, "seen_twice_or_more": 0}
+    assert len(resumed) == 2 and all("epoch 0 step 0" not in l for l in resumed), resumed
+    report = json.loads(second.stdout.strip().splitlines()[-1])
+    assert report == {"epochs": 2, "steps_per_epoch": 7, "world_size": 2,
+                      "seeds_per_epoch": 224, "seen_once": True, "seen_twice_or_more": 0}
 
 
 def test_resumable_epoch_under_elastic_torchrun_restarts_and_resumes(tmp_path):
