@@ -100,7 +100,8 @@ def claim_counts(show=None):
         tests = [os.path.join("tests", n) for n in sorted(os.listdir(os.path.join(REPO, "tests")))
                  if n in ("test_docs_advice.py", "test_docs_claims.py")]
         in_tests = sum(count_asserts(read(os.path.join(REPO, t))) for t in tests)
-        docs = ["SKILL.md"] + [os.path.join("references", n) for n in sorted(os.listdir(os.path.join(REPO, "references")))]
+        docs = ["SKILL.md"] + [os.path.join("references", n) for n in sorted(os.listdir(os.path.join(REPO, "references")))
+                               if n.endswith(".md")]
         in_blocks = sum(count_asserts(b.code) for d in docs for b in fenced_blocks(os.path.join(REPO, d))
                         if b.kind == "runnable")
         return in_tests, in_blocks

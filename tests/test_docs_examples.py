@@ -1,0 +1,206 @@
+"""The runnable examples under references/examples/, run as a user runs them.
+
+Each example is a template the references point to; each test runs it as a subprocess on a
+tiny graph and asserts on the one JSON line it prints. Parts that need a sampling backend
+(NeighborLoader) or pyg-lib (temporal sampling) assert what PyG does without them instead, so
+the same test checks both sides; in CI (which installs torch-sparse) the backend is required.
+"""
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ENABLE
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(REPO, "references", "examples")
+TIMEOUT = 180
+# One thread per process: the examples are tiny and the machines running the tests are shared.
+ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
+
+
+def example(name):
+    return os.path.join(EXAMPLES, name)
+
+
+def run_example(name, *args, cwd=None, python=sys.executable):
+    process = subprocess.run([python, example(name), *map(str, args)], cwd=cwd,
+                             capture_output=True, text=True, timeout=TIMEOUT,
+                             env=ENV)
+    assert process.returncode == 0, process.stderr[-3000:]
+    lines = process.stdout.strip().splitlines()
+    assert len(lines) == 1, process.stdout
+    return json.loads(lines[0])
+
+
+@functools.lru_cache(maxsize=None)
+def backends():
+    """(pyg-lib, any neighbour-sampling backend) in this interpreter: one probe per session."""
+    code = ("import torch_geometric.typing as T; "
+            "print(T.WITH_PYG_LIB, T.WITH_PYG_LIB or T.WITH_TORCH_SPARSE)")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=TIMEOUT, env=ENV)
+    pyg_lib, any_backend = probe.stdout.split()
+    return pyg_lib == "True", any_backend == "True"
+
+
+def backend_or_skip_in_ci():
+    present = backends()[1]
+    if not present and os.environ.get("CI") == "true":
+        pytest.fail("neighbor-sampling-unavailable in CI; enable: " + ENABLE["backend"])
+    return present
+
+
+def test_every_example_says_what_it_shows_and_how_to_run_it():
+    names = sorted(n for n in os.listdir(EXAMPLES) if n.endswith(".py"))
+    assert len(names) == 5, names
+    for name in names:
+        with open(example(name), encoding="utf-8") as handle:
+            source = handle.read()
+        assert source.startswith('"""'), name
+        assert "python %s" % name in source.split('"""')[1] or "torchrun" in source, name
+
+
+def test_out_of_core_sampler_samples_under_an_address_space_cap_smaller_than_its_edges(tmp_path):
+    graph = tmp_path / "graph"
+    written = run_example("out_of_core_sampler.py", "write", graph, "--nodes", 600_000,
+                          "--degree", 32)
+    assert written["num_edges"] == 600_000 * 32
+    report = run_example("out_of_core_sampler.py", "sample", graph, "--num-neighbors", "10,5",
+                         "--batch-size", 64, "--max-batches", 5, "--cap-mb", 96)
+    assert report["edge_file_mb"] > 96 * 1.5  # the edges could not fit under the cap
+    # The cap is real: reading the edge file whole, or even mapping it, fails under it...
+    assert report["whole_file_under_cap"] == {"read": "MemoryError", "mmap": "OSError"}
+    # ...and sampling through NodeLoader works under the same cap.
+    assert report["batches"] == 5
+    assert 5 * 64 < report["sampled_nodes"] <= 5 * 64 * (1 + 10 + 10 * 5)
+    assert report["sampled_edges"] > 0
+    assert report["peak_rss_growth_mb"] < report["edge_file_mb"] / 2
+
+
+def test_out_of_core_sampler_matches_neighbor_loader_on_a_small_graph(tmp_path):
+    graph = tmp_path / "graph"
+    run_example("out_of_core_sampler.py", "write", graph, "--nodes", 300, "--degree", 4)
+    report = run_example("out_of_core_sampler.py", "compare", graph, "--num-neighbors", "2,2",
+                         "--batch-size", 32)
+    assert report["batches"] == 10
+    assert report["edges_are_real"] is True  # batch.n_id[batch.edge_index] == the e_id edges
+    assert report["full_neighbourhoods"] is True  # and no in-edge of an expanded node is missing
+    if backend_or_skip_in_ci():
+        assert report["neighbor_loader"] == "same subgraphs"
+    else:
+        assert report["neighbor_loader"].startswith("unavailable")
+
+
+def test_temporal_sampling_never_samples_the_future():
+    report = run_example("temporal_sampling.py")
+    # data.sort() sorts by destination only; the (destination, time) sort leaves none unsorted.
+    assert report["unsorted_after_data_sort"] > 0
+    assert report["unsorted_after_time_sort"] == 0
+    assert report["plain_sampler_edges"] > 0
+    assert report["plain_sampler_future_edges"] == 0
+    # The same binary search over destination-only order lets future edges in, silently.
+    assert report["future_edges_if_only_data_sort"] > 0
+    assert report["with_pyg_lib"] == backends()[0]
+    if report["with_pyg_lib"]:
+        assert report["neighbor_loader_future_edges"] == 0
+        assert report["link_loader_future_edges"] == 0
+        assert report["pyg_node_time"] == "sampled"
+        return
+    assert report["pyg_temporal"] == ("ImportError: Edge-level temporal sampling requires a "
+                                      "more recent 'pyg-lib' installation")
+    if backends()[1]:  # torch-sparse alone: node-level time fails at iteration
+        assert report["pyg_node_time"].startswith(
+            "ValueError: 'disjoint' sampling not supported for neighbor sampling via "
+            "'torch-sparse'")
+    else:
+        assert report["pyg_node_time"] == (
+            "ImportError: 'NeighborSampler' requires either 'pyg-lib' or 'torch-sparse'")
+
+
+def test_ddp_node_embeddings_dense_and_sparse_match_one_process():
+    report = run_example("ddp_node_embeddings.py")
+    assert report["adam_on_sparse"].startswith("Adam does not support sparse gradients")
+    for kind in ("dense-sgd", "sparse-sgd", "sparse-sparseadam"):
+        assert report[kind]["ranks_equal"] is True, kind
+        assert report[kind]["max_diff_vs_single_process"] < 1e-5, kind
+    assert report["dense-sgd"]["allreduced_grad_rows"] == 1000  # the whole table every step
+    assert report["sparse-sgd"]["allreduced_grad_rows"] <= 2 * 32  # rows the two batches touched
+    # SparseAdam's moments are dense: twice the table, whatever the gradients.
+    assert report["sparse-sparseadam"]["optimizer_state_numel"] == 2 * report["table_numel"]
+
+
+def torchrun():
+    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(path):
+        pytest.skip("no torchrun beside %s; enable: pip install torch==2.13.0" % sys.executable)
+    return path
+
+
+def kill_tree(process):
+    """SIGKILL a launcher and every process under it, by pid, children first."""
+    import psutil
+    parent = psutil.Process(process.pid)
+    for child in parent.children(recursive=True) + [parent]:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def test_resumable_epoch_ddp_killed_mid_epoch_resumes_each_batch_once(tmp_path):
+    command = [torchrun(), "--standalone", "--nproc_per_node", "2",
+               example("resumable_epoch.py"), str(tmp_path), "--epochs", "2"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=ENV)
+    try:
+        for line in first.stderr:  # wait until both ranks are mid-epoch, then kill everything
+            if "rank 0: epoch 0 step 4/" in line:
+                kill_tree(first)
+                break
+        first.wait(timeout=TIMEOUT)
+    finally:
+        if first.poll() is None:
+            kill_tree(first)
+    assert first.returncode == -signal.SIGKILL
+    second = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=ENV)
+    assert second.returncode == 0, second.stderr[-3000:]
+    resumed = [l for l in second.stderr.splitlines() if "resuming" in l]
+    assert len(resumed) == 2 and all("epoch 0 step 0" not in l for l in resumed), resumed
+    report = json.loads(second.stdout.strip().splitlines()[-1])
+    assert report == {"epochs": 2, "steps_per_epoch": 7, "world_size": 2,
+                      "seeds_per_epoch": 224, "seen_once": True, "seen_twice_or_more": 0}
+
+
+def test_resumable_epoch_under_elastic_torchrun_restarts_and_resumes(tmp_path):
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("no torchrun beside %s; enable: pip install torch==2.13.0" % sys.executable)
+    process = subprocess.run(
+        # One worker: torchrun restarts it after its crash, and it resumes from the checkpoint.
+        [torchrun, "--standalone", "--nproc_per_node", "1", "--max-restarts", "1",
+         example("resumable_epoch.py"),
+         str(tmp_path), "--epochs", "2", "--crash-at-step", "4"],
+        capture_output=True, text=True, timeout=TIMEOUT,
+        env=ENV)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "exitcode: 17" in process.stderr  # the worker really died once
+    assert "rank 0: resuming at epoch 0 step 4" in process.stderr
+    report = json.loads(process.stdout.strip().splitlines()[-1])
+    assert report["world_size"] == 1 and report["seen_once"] is True
+    assert report["seen_twice_or_more"] == 0
+
+
+def test_distributed_link_eval_equals_one_process():
+    report = run_example("distributed_link_eval.py")
+    assert report["equal"] is True
+    assert report["distributed"] == report["single_process"]
+    assert report["distributed"]["count"] == 301
+    assert 0 < report["distributed"]["mrr"] < 1
+    # A mean of the two ranks' own MRRs (shares of 151 and 150) is not the MRR.
+    assert report["mean_of_rank_mrrs"] != report["distributed"]["mrr"]
