@@ -15,9 +15,9 @@ from diagnostics_core import sandbox
 from . import CHILD_FLAG
 
 # Small enough for seconds on two cores, large enough that tensors dwarf the allocator's noise.
-GRAPH_SIZES = ((50000, 500000), (200000, 1000000), (100000, 2000000))
+GRAPH_SIZES = ((50000, 400000), (150000, 800000), (80000, 1200000))
 GRAPH_FEATURES = 16
-CONV_SIZES = ((2000, 40000), (8000, 40000), (4000, 80000))
+CONV_SIZES = ((2000, 20000), (6000, 20000), (3000, 40000))
 CONV_CHANNELS, CONV_HEADS = 64, 4
 CONVS = ("sage", "gcn", "gat", "gin", "transformer")
 PROBE_FANOUTS, PROBE_BATCH = [10, 5], 256
@@ -66,31 +66,26 @@ def say(text):
 
 
 def calibrate(deadline):
-    """-> (coefficients or None, [problems]); each probe bounded by the overall deadline."""
-    runs, problems = [], []
-    for nodes, edges in GRAPH_SIZES:
-        say("calibrating: PyG loaders on a %d-node, %d-edge graph" % (nodes, edges))
-        facts, error = run_probe({"probe": "graph", "nodes": nodes, "edges": edges, "features": GRAPH_FEATURES,
-                                  "workers": [0, 1], "fanouts": PROBE_FANOUTS, "batch_size": PROBE_BATCH,
-                                  "batches": 0}, deadline, CHILD_MALLOC)
-        if error:
-            problems.append(error)
-            return None, problems
-        runs.append(facts)
-    say("calibrating: forward/backward of %s" % ", ".join(CONVS))
-    conv_facts, error = run_probe({"probe": "conv", "convs": list(CONVS), "sizes": [list(s) for s in CONV_SIZES],
-                                   "channels": CONV_CHANNELS, "heads": CONV_HEADS}, deadline)
-    if error:
-        problems.append(error)
-        return None, problems
-    return coefficients(runs, conv_facts), problems
+    """-> (coefficients or None, [problems]): one probe child, bounded by the deadline."""
+    say("calibrating: PyG loaders, sort, ToUndirected, save on graphs of %s (nodes, edges); forward/backward of %s"
+        % (list(GRAPH_SIZES), ", ".join(CONVS)))
+    facts, error = run_probe({"probe": "calibrate", "sizes": [list(s) for s in GRAPH_SIZES],
+                              "features": GRAPH_FEATURES, "workers": [0, 1], "fanouts": PROBE_FANOUTS,
+                              "batch_size": PROBE_BATCH, "convs": list(CONVS),
+                              "conv_sizes": [list(s) for s in CONV_SIZES], "channels": CONV_CHANNELS,
+                              "heads": CONV_HEADS}, deadline, CHILD_MALLOC)
+    if error or len(facts.get("graphs") or []) < len(GRAPH_SIZES) or len(facts.get("conv") or []) < \
+            len(CONVS) * len(CONV_SIZES):
+        return None, [error or "the calibration child ended before every measurement"]
+    return coefficients(facts), []
 
 
 def loader_record(run, workers, is_sorted):
     return [r for r in run["loader"] if r["workers"] == workers and r["is_sorted"] == is_sorted][0]
 
 
-def coefficients(runs, conv_facts):
+def coefficients(facts):
+    runs, conv_facts = facts["graphs"], facts
     def points(pick):
         return [(run["graph"]["edges"], run["graph"]["nodes"], pick(run)) for run in runs]
 
@@ -109,17 +104,15 @@ def coefficients(runs, conv_facts):
         conv[kind] = {"saved_per_channel": fit(per_channel("saved_bytes")),
                       "gathered_per_channel": fit(per_channel("gathered_bytes")),
                       "measured_at": {"channels": CONV_CHANNELS, "heads": CONV_HEADS}}
-    first = runs[0]
-    return {"provenance": dict(first["versions"], date=time.strftime("%Y-%m-%d", time.gmtime()),
+    return {"provenance": dict(facts["versions"], date=time.strftime("%Y-%m-%d", time.gmtime()),
                                how="plan_capacity.py --calibrate: PyG's NeighborLoader (num_workers 0 and 1, "
                                    "is_sorted False and True), Data.sort, ToUndirected and torch.save on random "
                                    "graphs of %s (nodes, edges), %d float32 features; forward/backward of each conv "
                                    "at %s, %d channels; memory from /proc/self/status, peaks via clear_refs"
                                    % (list(GRAPH_SIZES), GRAPH_FEATURES, list(CONV_SIZES), CONV_CHANNELS)),
-            "process_base_bytes": min(run["base"]["VmRSS"] for run in runs),
+            "process_base_bytes": facts["base"]["VmRSS"],
             "loader": loader, "preprocess": preprocess, "conv": conv,
-            "runs": {"graph": [dict((k, run[k]) for k in ("graph", "loader", "sort", "to_undirected", "save"))
-                               for run in runs], "conv": conv_facts["conv"]}}
+            "runs": {"graph": runs, "conv": conv_facts["conv"]}}
 
 
 def committed_path():

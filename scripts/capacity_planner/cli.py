@@ -95,6 +95,9 @@ def build_parser():
     hardware.add_argument("--shm", help="size of /dev/shm (default: half of --host-ram, Linux's tmpfs default)")
     hardware.add_argument("--machines", type=int, default=1, help="nodes available (default 1)")
     parser.add_argument("--calibrate", action="store_true", help="measure the coefficients here first")
+    parser.add_argument("--coefficients", metavar="FILE",
+                        help="use coefficients a --calibrate run printed (its coefficients.values), e.g. measured once "
+                             "on the cluster")
     parser.add_argument("--timeout", type=shared_cli.seconds, default=120.0,
                         help="deadline in seconds for reading --data/--store, and for --calibrate (default 120)")
     return parser
@@ -104,6 +107,8 @@ def check(parser, options):
     sources = [bool(options.nodes is not None or options.node_type), bool(options.data), bool(options.store)]
     if sum(sources) > 1 and not (options.store and options.nodes is not None):
         parser.error("give one graph: sizes (--nodes/--edges or --node-type/--edge-type), --data or --store")
+    if options.calibrate and options.coefficients:
+        parser.error("--calibrate measures coefficients; --coefficients reads them: give one")
     if options.store and ":" not in options.store:
         parser.error("--store expects MODULE:CALLABLE, got %r" % options.store)
     if options.store and options.edges is None:

@@ -74,6 +74,8 @@ def shared_process(spec, coefficients):
     shm = sampler_figure(coefficients, graph, name + "_shm_bytes", "share_memory_() moves the mapped edges into "
                          "/dev/shm (num_workers > 0)") if workers else figure(0, "formula", "no workers: the mapped "
                                                                                 "edges stay in the page cache")
+    if workers:  # the mapped file's pages stay in the page cache; the /dev/shm copy is this rank's own
+        return {"steady": [base, steady, shm], "peak": [base, steady, shm], "shm": shm}
     return {"steady": [base, steady], "peak": [base, peak], "shm": shm}
 
 

@@ -61,59 +61,58 @@ def tensor_bytes(value):
     return total
 
 
-def sampler_backend():
-    import importlib.util
-    return any(importlib.util.find_spec(name) is not None for name in ("pyg_lib", "torch_sparse"))
-
-
-def probe_graph(options, reporter):
-    """Loader construction (workers or not, sorted or not), sampled batches, and the one-off
-    preprocessing steps (sort, ToUndirected, save) on a random graph of the given size."""
+def probe_calibrate(options, reporter):
+    """Every calibration measurement in one interpreter (one torch import): the graph steps at each size,
+    then the conv layers."""
     import torch
     import torch_geometric
+    reporter.publish("versions", {"torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
+                                  "python": sys.version.split()[0]})
+    reporter.publish("base", memory())
+    for nodes, edges in options.sizes:
+        reporter.append("graphs", graph_steps(nodes, edges, options))
+    probe_conv(options, reporter)
+
+
+def graph_steps(nodes, edges, options):
+    """Loader construction (workers or not, sorted or not) and the one-off preprocessing steps (sort,
+    ToUndirected, save) on a random graph of the given size; -> the record of each step."""
+    import torch
     import torch_geometric.transforms as T
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
     torch.manual_seed(0)
-    base = memory()
-    reporter.publish("versions", {"torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
-                                  "python": sys.version.split()[0]})
-    reporter.publish("base", base)
-    nodes, edges, features = options.nodes, options.edges, options.features
+    features = options.features
     with Step() as built:
         data = Data(x=torch.randn(nodes, features), edge_index=torch.randint(0, nodes, (2, edges)),
                     y=torch.randint(0, 10, (nodes,)))
-    reporter.publish("graph", dict(built.record(), tensor_bytes=tensor_bytes(data), nodes=nodes, edges=edges,
-                                   features=features))
-    backend = sampler_backend()
-    reporter.publish("backend", backend)
+    record = {"graph": dict(built.record(), tensor_bytes=tensor_bytes(data), nodes=nodes, edges=edges,
+                            features=features), "loader": []}
 
     def loader_steps(graph, is_sorted):
         for workers in options.workers:
             with Step() as step:
                 loader = NeighborLoader(graph, num_neighbors=options.fanouts, batch_size=options.batch_size,
                                         num_workers=workers, is_sorted=is_sorted, shuffle=False)
-            record = dict(step.record(), workers=workers, is_sorted=is_sorted)
-            if workers == 0 and backend and options.batches:
-                record["batches"] = sample(loader, options.batches)
-            reporter.append("loader", record)
+            record["loader"].append(dict(step.record(), workers=workers, is_sorted=is_sorted))
             del loader
 
     loader_steps(data, False)
     with Step() as step:
         ordered = data.sort(sort_by_row=False)
-    reporter.publish("sort", step.record())
+    record["sort"] = step.record()
     loader_steps(ordered, True)
     del ordered
     copy = data.clone()
     with Step() as step:
         undirected = T.ToUndirected()(copy)  # in place, as a user's pipeline runs it
-    del copy
-    reporter.publish("to_undirected", dict(step.record(), edges_after=int(undirected.num_edges)))
-    del undirected
+    record["to_undirected"] = dict(step.record(), edges_after=int(undirected.num_edges))
+    del copy, undirected
     with Step() as step:
         torch.save(data.to_dict(), CountingSink())
-    reporter.publish("save", step.record())
+    record["save"] = step.record()
+    del data
+    return record
 
 
 class CountingSink(object):
@@ -128,17 +127,6 @@ class CountingSink(object):
 
     def flush(self):
         pass
-
-
-def sample(loader, count):
-    """Nodes, edges and tensor bytes of the first `count` batches."""
-    found = []
-    for index, batch in enumerate(loader):
-        if index >= count:
-            break
-        found.append({"nodes": int(batch.num_nodes), "edges": int(batch.num_edges),
-                      "tensor_bytes": tensor_bytes(batch)})
-    return found
 
 
 def make_conv(kind, channels, heads):
@@ -165,7 +153,7 @@ def probe_conv(options, reporter):
     from torch.profiler import ProfilerActivity, profile
     torch.manual_seed(0)
     for kind in options.convs:
-        for nodes, edges in options.sizes:
+        for nodes, edges in options.conv_sizes:
             conv = make_conv(kind, options.channels, options.heads)
             x = torch.randn(nodes, options.channels, requires_grad=True)  # an inner layer: its input needs grad
             edge_index = torch.randint(0, nodes, (2, edges))
@@ -193,7 +181,7 @@ def probe_conv(options, reporter):
 
 def child_main(options_text):
     options, reporter = calls.start_child(options_text)
-    probes = {"graph": probe_graph, "conv": probe_conv, "data": probe_data, "store": probe_store}
+    probes = {"calibrate": probe_calibrate, "conv": probe_conv, "data": probe_data, "store": probe_store}
     try:
         probes[options.probe](options, reporter)
     except Exception as error:  # the parent turns this into a finding

@@ -40,7 +40,8 @@ def to_markdown(document):
             lines.append("| %s | %s | %s | %s | %s / %s | %s |" % (
                 cell(design["design"]), design["gpus"], gib(design["host"]["per_node_peak"]["bytes"]),
                 gib(design["host"]["shm_per_node"]["bytes"]), gib(design["gpu"]["bytes"]), gib(expected["bytes"]),
-                "yes" if design["fits"]["all"] else "no (%s)" % ", ".join(failed)))
+                "yes" if design["fits"]["all"] else "not needed" if design.get("applies") is False
+                else "no (%s)" % ", ".join(failed)))
         lines.append("")
         lines.append("Cheapest that fits: %s." % (code(document["cheapest_fit"]) if document["cheapest_fit"]
                                                    else "none"))

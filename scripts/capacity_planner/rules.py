@@ -72,7 +72,7 @@ def shared_copy_not_shared(facts, options):
 
 def coefficient_versions(facts, options):
     used = facts["coefficients"]
-    if used["used"] != "committed" or not used.get("version_mismatch"):
+    if used["used"] == "calibrated" or not used.get("version_mismatch"):
         return []
     return [finding("plan-coefficients-other-versions", {"measured_on": used["provenance"],
                                                          "installed": used["installed"]},

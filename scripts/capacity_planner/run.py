@@ -28,10 +28,30 @@ def version_key(text):
     return (text or "").split("+")[0]
 
 
+COEFFICIENT_KEYS = ("provenance", "process_base_bytes", "loader", "preprocess", "conv")
+
+
+def read_coefficients(path):
+    """A coefficients file (a --calibrate run's coefficients.values), bounded and checked for its keys."""
+    from diagnostics_core import safe_json
+    try:
+        value = safe_json.load_file(path, 16 << 20, 32)
+    except safe_json.Refused as error:
+        value, why = None, str(error)
+    else:
+        why = None if isinstance(value, dict) and all(k in value for k in COEFFICIENT_KEYS) else \
+            "not a coefficients document (needs %s)" % ", ".join(COEFFICIENT_KEYS)
+    if why:
+        raise UsageError("plan_capacity.py: error: --coefficients %s: %s" % (path, why), TOOL.usage_id,
+                         {"file": path, "error": why}, TOOL.command("--calibrate", "--nodes", "N", "--edges", "E"))
+    return value
+
+
 def choose_coefficients(options, started):
-    committed = calibrate.load_committed()
+    source = options.coefficients or calibrate.committed_path()
+    committed = read_coefficients(options.coefficients) if options.coefficients else calibrate.load_committed()
     installed = installed_versions()
-    used = {"used": "committed", "file": "scripts/capacity_planner/coefficients.json",
+    used = {"used": "file" if options.coefficients else "committed", "file": os.path.abspath(source),
             "provenance": committed["provenance"], "installed": installed}
     used["version_mismatch"] = any(installed[k] is not None and version_key(installed[k]) !=
                                    version_key(committed["provenance"][k]) for k in installed)
@@ -41,7 +61,7 @@ def choose_coefficients(options, started):
         if measured is not None:
             coefficients = measured
             used = {"used": "calibrated", "provenance": measured["provenance"], "installed": installed,
-                    "version_mismatch": False, "runs": measured["runs"]}
+                    "version_mismatch": False, "values": measured}
         else:
             used["calibration_problems"] = problems
     coefficients = dict(coefficients, provenance_label="%s on torch %s, PyG %s, %s" % (
