@@ -24,11 +24,13 @@ TOOLS = {
     "compare_reports": "cluster-usage-error",
     "ddp_neighbor_training": "ddp-usage-error",
     "profile_loader": "profile-loader-usage-error",
+    "plan_capacity": "plan-usage-error",
 }
 LIBRARY = ("diagnostics_core",)
 TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
                  "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",),
-                 "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",)}
+                 "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",),
+                 "plan_capacity": ("capacity_planner",)}
 EXPLAIN_MAX_LINES = 80
 
 

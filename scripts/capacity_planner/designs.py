@@ -54,7 +54,7 @@ def private_process(spec, coefficients, features_in_ram=True):
     steady = sampler_figure(coefficients, graph, name + "_steady_bytes", "the sampler's CSC copy after construction")
     peak = sampler_figure(coefficients, graph, name + "_peak_bytes", "loader construction peak (sort)")
     shm = sampler_figure(coefficients, graph, name + "_shm_bytes", "share_memory_() of the sampler's copy "
-                         "(num_workers > 0)") if workers else figure(0, "formula", "no workers: nothing shared")
+                         "(num_workers > 0)") if workers else figure(0, "formula", "formula: no workers, nothing shared")
     return {"steady": [base, data, steady], "peak": [base, data, peak], "shm": shm}
 
 
@@ -72,8 +72,8 @@ def shared_process(spec, coefficients):
     steady = sampler_figure(coefficients, graph, name + "_steady_bytes", "is_sorted=True loader, private part")
     peak = sampler_figure(coefficients, graph, name + "_peak_bytes", "is_sorted=True loader construction peak")
     shm = sampler_figure(coefficients, graph, name + "_shm_bytes", "share_memory_() moves the mapped edges into "
-                         "/dev/shm (num_workers > 0)") if workers else figure(0, "formula", "no workers: the mapped "
-                                                                                "edges stay in the page cache")
+                         "/dev/shm (num_workers > 0)") if workers else figure(0, "formula", "formula: no workers, "
+                                                                                "the mapped edges stay in the page cache")
     if workers:  # the mapped file's pages stay in the page cache; the /dev/shm copy is this rank's own
         return {"steady": [base, steady, shm], "peak": [base, steady, shm], "shm": shm}
     return {"steady": [base, steady], "peak": [base, peak], "shm": shm}
@@ -129,7 +129,7 @@ def plan(spec, coefficients):
     base = process_base(coefficients)
     designs.append(verdict({"design": "full-batch", "title": "full batch on one GPU", "gpus": 1,
                             "host": host_block({"steady": [base, data], "peak": [base, data],
-                                                "shm": figure(0, "formula", "no loader")}, 1),
+                                                "shm": figure(0, "formula", "formula: no loader, nothing shared")}, 1),
                             "gpu": full_gpu, "launch": "python train.py  # model(data.x, data.edge_index) on the "
                                                       "whole graph, on one GPU"}, hardware))
     sampled_one, sampled_ddp = sampled_gpu(spec, coefficients, False), sampled_gpu(spec, coefficients, True)

@@ -50,7 +50,7 @@ def sampler_figure(coefficients, graph, name, what):
     parts = [measured(coefficients, "loader", name, e, n, what) for e, n in sampler_terms(graph)]
     if len(parts) == 1:
         return parts[0]
-    return figure(total(*parts), "measured", "sum over %d edge types of: %s" % (
+    return figure(total(*parts), "measured", "measured: sum over %d edge types of: %s" % (
         len(parts), "; ".join(p["source"] for p in parts)))
 
 

@@ -184,6 +184,8 @@ def child_main(options_text):
     probes = {"calibrate": probe_calibrate, "conv": probe_conv, "data": probe_data, "store": probe_store}
     try:
         probes[options.probe](options, reporter)
+    except calls.CallTimeout as error:  # the alarm ended a call that did not return within its bound
+        reporter.publish("error", "%s did not finish: call-timeout after %s s" % (error, options.timeout))
     except Exception as error:  # the parent turns this into a finding
         reporter.publish("error", calls.error_text(error))
     calls.finish_child(reporter)
