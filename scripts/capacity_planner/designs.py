@@ -83,11 +83,12 @@ def host_block(process, ranks, page_cache=None, transit=None):
     steady, peak = total(*process["steady"]), total(*process["peak"])
     shm_per_rank = process["shm"]["bytes"] + (transit["bytes"] if transit else 0)
     cache = page_cache["bytes"] if page_cache else 0
+    in_flight = transit["bytes"] if transit else 0  # batches on their way through /dev/shm are RAM too
     block = {"per_process_steady": {"bytes": steady, "terms": process["steady"]},
              "per_process_peak": {"bytes": max(steady, peak), "terms": process["peak"]},
              "ranks_per_node": ranks,
-             "per_node_steady": {"bytes": ranks * steady + cache},
-             "per_node_peak": {"bytes": ranks * max(steady, peak) + cache},
+             "per_node_steady": {"bytes": ranks * (steady + in_flight) + cache},
+             "per_node_peak": {"bytes": ranks * (max(steady, peak) + in_flight) + cache},
              "shm_per_rank": {"bytes": shm_per_rank, "terms": [process["shm"]] + ([transit] if transit else [])},
              "shm_per_node": {"bytes": ranks * shm_per_rank}}
     if page_cache:
@@ -109,7 +110,7 @@ def verdict(design, hardware):
 def max_ranks(process, hardware, page_cache=0, transit=0):
     """Ranks of this kind one node holds (host RAM and /dev/shm), at most its GPU count."""
     steady, peak = total(*process["steady"]), total(*process["peak"])
-    per_rank, shm = max(steady, peak), process["shm"]["bytes"] + transit
+    per_rank, shm = max(steady, peak) + transit, process["shm"]["bytes"] + transit
     ranks = 0
     while ranks < hardware["gpus_per_node"]:
         if page_cache + (ranks + 1) * per_rank > hardware["host_ram"] or (ranks + 1) * shm > hardware["shm"]:
@@ -167,6 +168,11 @@ def plan(spec, coefficients):
              "launch": ("torchrun --nnodes %s --nproc-per-node %d --rdzv-backend c10d --rdzv-endpoint NODE0:29400 "
                         "train.py  # as ddp-shared-copy, the file on each node's local disk"
                         % (nodes_needed, per_node)) if per_node else None}
+    full_node = host_block(shared, ranks, cache, transit)
+    multi["second_node_forced_when"] = {
+        "host_ram_below": full_node["per_node_peak"]["bytes"], "shm_below": full_node["shm_per_node"]["bytes"],
+        "how": "formula: the %d ranks of one full node in ddp-shared-copy (its page cache once, every rank's own "
+               "part and /dev/shm copy); below either, fewer ranks fit a node and the GPUs need more nodes" % ranks}
     verdict(multi, hardware)
     multi["fits"]["nodes_available"] = nodes_needed is not None and nodes_needed <= hardware["machines"]
     multi["fits"]["all"] = multi["fits"]["all"] and multi["fits"]["nodes_available"] and per_node > 0
