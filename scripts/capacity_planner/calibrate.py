@@ -2,8 +2,8 @@
 fit the memory model's coefficients (bytes per edge and per node) to what they measured.
 
 The committed coefficients.json is this module's output on the maintainers' machine
-(`plan_capacity.py --calibrate --write-coefficients`, run from maintainers/); --calibrate reruns it on
-the user's machine and uses the result for that plan only.
+(maintainers/calibrate_planner.py writes it); --calibrate reruns it on the user's machine and uses the
+result for that plan only.
 """
 
 import json
