@@ -40,6 +40,10 @@ where the numbers come from:
   torch/PyG versions and date) unless --calibrate reruns them here (about a minute,
   in child processes with deadlines). CUDA context and NCCL buffers are cited, dated.
 
+what it writes:
+  nothing, when planning. --calibrate's children build PyG loaders with workers, which
+  create (and on exit remove) shared-memory segments, as training would.
+
 input files:
   --data reads sizes only: the pickle is scanned without running it (a file naming
   anything beyond PyG's data classes is refused), then memory-mapped with

@@ -28,6 +28,8 @@ def sampled_gpu(spec, coefficients, ddp):
     for name, sizes in (("worst_case", worst), ("expected", expected)):
         how = ("formula: batch_size x (1 + k1 + k1*k2 + ...), capped by the graph" if name == "worst_case" else
                "formula: Poisson in-degrees of mean E/N, unseen nodes only (tests check it against sampled batches)")
+        if sampling["subgraph_type"] == "induced":
+            how += "; induced: PyG adds every edge among the sampled nodes, not modelled, so edges are a lower bound"
         tensors = batch_tensor_bytes(graph, sizes)
         gpu = gpu_figures(coefficients, graph, spec["model"], sizes["nodes"], sizes["edges"], tensors, ddp,
                           "sampled batch, %s" % name.replace("_", " "))

@@ -7,13 +7,13 @@ import math
 CUDA_CONTEXT_BYTES = 723 << 20
 CUDA_CONTEXT_SOURCE = ("cited: the CUDA context and kernels, 723 MiB seen on the first CUDA call "
                        "(discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); "
-                       "varies by GPU, driver and CUDA version: measure with nvidia-smi on the target")
+                       "varies by GPU, driver and CUDA version: measure with nvidia-smi on the target; checked 2026-12-02")
 NCCL_BYTES = 2 * 32 * (4 << 20)
 NCCL_SOURCE = ("cited: NCCL keeps NCCL_BUFFSIZE (default 4 MiB, NCCL docs 'Environment Variables') per channel "
-               "and direction; bounded here by 32 channels x 2 directions")
+               "and direction; bounded here by 32 channels x 2 directions; checked 2026-12-02")
 DDP_BUCKET_SOURCE = ("cited: DDP copies gradients into communication buckets (torch.nn.parallel."
                      "DistributedDataParallel docs: gradient_as_bucket_view=False by default), one more "
-                     "4 bytes per parameter")
+                     "4 bytes per parameter; checked 2026-12-02")
 PREFETCH_SOURCE = ("formula: torch's DataLoader keeps prefetch_factor (default 2) batches per worker in flight, "
                    "each passed through /dev/shm")
 
