@@ -1,0 +1,124 @@
+"""Calibration: run the probes (probe.py) at a few small sizes in sandboxed children with deadlines, and
+fit the memory model's coefficients (bytes per edge and per node) to what they measured.
+
+The committed coefficients.json is this module's output on the maintainers' machine
+(maintainers/calibrate_planner.py writes it); --calibrate reruns it on the user's machine and uses the
+result for that plan only.
+"""
+
+import json
+import os
+import sys
+import time
+
+from diagnostics_core import sandbox
+from . import CHILD_FLAG
+
+# Small enough for seconds on two cores, large enough that tensors dwarf the allocator's noise.
+GRAPH_SIZES = ((50000, 400000), (150000, 800000), (80000, 1200000))
+GRAPH_FEATURES = 16
+CONV_SIZES = ((2000, 20000), (6000, 20000), (3000, 40000))
+CONV_CHANNELS, CONV_HEADS = 64, 4
+CONVS = ("sage", "gcn", "gat", "gin", "transformer")
+PROBE_FANOUTS, PROBE_BATCH = [10, 5], 256
+# A fixed mmap threshold: glibc's moving one would keep freed tensors of one step in the heap of the next.
+CHILD_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+
+
+def entry_script():
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plan_capacity.py")
+
+
+def run_probe(options, deadline, extra_env=None):
+    """-> (facts, error text or None) of one probe child, ended at `deadline`."""
+    command = [sys.executable, "-B", entry_script(), CHILD_FLAG, json.dumps(options)]
+    env = sandbox.child_environment()
+    env.update(extra_env or {})
+    facts, done, running, outcome = sandbox.run_call_child(command, env, deadline)
+    if facts.get("error"):
+        return facts, facts["error"]
+    if done is None:
+        if outcome.killed_for:
+            what = (running or {}).get("what") or options["probe"] + " probe"
+            return facts, "%s did not finish: %s" % (what, outcome.killed_for)
+        return facts, "the %s probe died (%s): %s" % (options["probe"], outcome.signal() or outcome.returncode,
+                                                     outcome.stderr_tail[-400:])
+    return facts, None
+
+
+def fit(points):
+    """Least squares of bytes = a * edges + b * nodes over (edges, nodes, bytes); b >= 0."""
+    see = sum(e * e for e, n, y in points)
+    snn = sum(n * n for e, n, y in points)
+    sen = sum(e * n for e, n, y in points)
+    sey = sum(e * y for e, n, y in points)
+    sny = sum(n * y for e, n, y in points)
+    det = see * snn - sen * sen
+    a, b = (sey * snn - sny * sen) / det, (sny * see - sey * sen) / det
+    if b < 0:
+        a, b = sey / see, 0.0
+    return {"per_edge": round(a, 3), "per_node": round(b, 3)}
+
+
+def say(text):
+    sys.stderr.write("plan_capacity: %s\n" % text)
+    sys.stderr.flush()
+
+
+def calibrate(deadline):
+    """-> (coefficients or None, [problems]): one probe child, bounded by the deadline."""
+    say("calibrating: PyG loaders, sort, ToUndirected, save on graphs of %s (nodes, edges); forward/backward of %s"
+        % (list(GRAPH_SIZES), ", ".join(CONVS)))
+    facts, error = run_probe({"probe": "calibrate", "sizes": [list(s) for s in GRAPH_SIZES],
+                              "features": GRAPH_FEATURES, "workers": [0, 1], "fanouts": PROBE_FANOUTS,
+                              "batch_size": PROBE_BATCH, "convs": list(CONVS),
+                              "conv_sizes": [list(s) for s in CONV_SIZES], "channels": CONV_CHANNELS,
+                              "heads": CONV_HEADS}, deadline, CHILD_MALLOC)
+    if error or len(facts.get("graphs") or []) < len(GRAPH_SIZES) or len(facts.get("conv") or []) < \
+            len(CONVS) * len(CONV_SIZES):
+        return None, [error or "the calibration child ended before every measurement"]
+    return coefficients(facts), []
+
+
+def loader_record(run, workers, is_sorted):
+    return [r for r in run["loader"] if r["workers"] == workers and r["is_sorted"] == is_sorted][0]
+
+
+def coefficients(facts):
+    runs, conv_facts = facts["graphs"], facts
+    def points(pick):
+        return [(run["graph"]["edges"], run["graph"]["nodes"], pick(run)) for run in runs]
+
+    loader = {}
+    for name, workers, is_sorted in (("private", 0, False), ("private_workers", 1, False),
+                                     ("sorted", 0, True), ("sorted_workers", 1, True)):
+        for quantity in ("peak_bytes", "steady_bytes", "shm_bytes"):
+            loader["%s_%s" % (name, quantity)] = fit(points(
+                lambda run: loader_record(run, workers, is_sorted)[quantity]))
+    preprocess = dict((step, fit(points(lambda run: run[step]["peak_bytes"])))
+                      for step in ("sort", "to_undirected", "save"))
+    conv = {}
+    for kind in CONVS:
+        records = [r for r in conv_facts["conv"] if r["conv"] == kind]
+        per_channel = lambda key: [(r["edges"], r["nodes"], r[key] / float(r["channels"])) for r in records]
+        conv[kind] = {"saved_per_channel": fit(per_channel("saved_bytes")),
+                      "gathered_per_channel": fit(per_channel("gathered_bytes")),
+                      "measured_at": {"channels": CONV_CHANNELS, "heads": CONV_HEADS}}
+    return {"provenance": dict(facts["versions"], date=time.strftime("%Y-%m-%d", time.gmtime()),
+                               how="plan_capacity.py --calibrate: PyG's NeighborLoader (num_workers 0 and 1, "
+                                   "is_sorted False and True), Data.sort, ToUndirected and torch.save on random "
+                                   "graphs of %s (nodes, edges), %d float32 features; forward/backward of each conv "
+                                   "at %s, %d channels; memory from /proc/self/status, peaks via clear_refs"
+                                   % (list(GRAPH_SIZES), GRAPH_FEATURES, list(CONV_SIZES), CONV_CHANNELS)),
+            "process_base_bytes": facts["base"]["VmRSS"],
+            "loader": loader, "preprocess": preprocess, "conv": conv,
+            "runs": {"graph": runs, "conv": conv_facts["conv"]}}
+
+
+def committed_path():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "coefficients.json")
+
+
+def load_committed():
+    with open(committed_path(), "r", encoding="utf-8") as handle:
+        return json.load(handle)
