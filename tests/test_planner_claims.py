@@ -1,7 +1,6 @@
 """The memory claims the references make beside the planner, measured on CPU as the docs state them: which
 convs gather the input width per edge, and what autocast does (and does not) halve in the first layer."""
 
-import pytest
 
 NODES, EDGES, IN, OUT = 1000, 200000, 64, 16
 

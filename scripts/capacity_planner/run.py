@@ -2,7 +2,6 @@
 here with --calibrate), size every design, then the rules and rendering."""
 
 import os
-import sys
 import time
 
 from diagnostics_core import cli as shared_cli
