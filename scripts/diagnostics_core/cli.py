@@ -32,6 +32,8 @@ def make_parser(tool, usage=None, description=None, epilog=None, markdown=None, 
             raise UsageError("%s: error: %s (see --help)" % (self.prog, message), tool.usage_id,
                              {"message": message, "argv": sys.argv[1:]}, fix=tool.command("--help"))
 
+    from .contract import EXIT_OUTPUT_HELP
+    epilog = (epilog.rstrip("\n") + "\n\n" if epilog else "") + EXIT_OUTPUT_HELP
     parser = OneLineErrorParser(usage=usage, description=description, epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretty", action="store_true", help="indent the JSON")
@@ -138,6 +140,6 @@ def internal_error(error, describe):
 def refuse(tool, error, document):
     """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
     from .markdown import stderr_line
+    write_json(document)  # first: a stdout that cannot take it ends the tool with its own single line
     stderr_line(error.line)
-    write_json(document)
     return EXIT_USAGE
