@@ -13,8 +13,10 @@ import sys
 sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diagnostics_core import fast  # noqa: E402
+from diagnostics_core import fast, text  # noqa: E402
 
+if __name__ == "__main__":
+    text.guard_standard_streams()  # a closed stdout exits 3 here; a closed stderr becomes /dev/null
 # --help, --list-findings and --explain ID are answered before the imports below load (agents ask often).
 ANSWERED = fast.answer("ddp_recipe", "ddp_neighbor_training") if __name__ == "__main__" else None
 if ANSWERED is not None:

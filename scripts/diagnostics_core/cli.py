@@ -5,7 +5,7 @@ import sys
 
 from .contract import EXIT_OK, EXIT_USAGE
 from .fast import doc_section, docs_path, docs_text  # noqa: F401  (docs_path: the tools' reports name it)
-from .text import write_json, write_text
+from .text import bounded, echo, write_json, write_text
 
 TIMEOUT_RANGE = (1.0, 3600.0)  # seconds, for every tool's --timeout-like flag
 EXPLAIN_MAX_LINES = 80
@@ -94,9 +94,10 @@ def fan_outs(text):
 def explain(tool, finding_id):
     """--explain ID: that finding's section on stdout, exit 0; an unknown id is a usage error."""
     if finding_id not in tool.findings:
-        raise UsageError("%s.py: error: --explain: %r is not a finding id of this tool (see --list-findings)"
-                         % (tool.name, finding_id), tool.usage_id,
-                         {"message": "unknown finding id", "explain": finding_id}, fix=tool.command("--list-findings"))
+        raise UsageError("%s.py: error: --explain: %s is not a finding id of this tool (see --list-findings)"
+                         % (tool.name, echo(finding_id)), tool.usage_id,
+                         {"message": "unknown finding id", "explain": bounded(finding_id)},
+                         fix=tool.command("--list-findings"))
     text = docs_text()
     section = doc_section(text, finding_id) if text else None
     if section is None:

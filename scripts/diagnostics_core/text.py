@@ -183,13 +183,15 @@ def write_text(text, fd=1):
 ECHO_LIMIT = 200  # characters of a user's value repeated back in a message
 
 
+def bounded(value, limit=ECHO_LIMIT):
+    """A value from the command line or a file as evidence repeats it: at most about `limit` characters."""
+    return sanitise_text(value if isinstance(value, str) else safe_str(value), limit)
+
+
 def echo(value, limit=ECHO_LIMIT):
     """repr() of a value from the command line or a file, as messages repeat it: bounded, so a
-    100 KB argument is not printed back whole."""
-    text = repr(safe_str(value) if not isinstance(value, str) else value)
-    if len(text) > limit:
-        text = text[:limit * 2 // 3] + TRUNCATION_MARKER % (len(text) - limit) + text[-(limit - limit * 2 // 3):]
-    return text
+    100 KB argument is not printed back whole (the one place every tool's echo is cut)."""
+    return repr(bounded(value, limit))
 
 
 def describe_exception(error):
