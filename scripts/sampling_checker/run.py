@@ -156,8 +156,9 @@ def probe_and_diagnose(python, choice, answer, options, started, terminal):
             else:
                 static = run_static_in(python, options, started, answer, choice)
         else:
-            terminal.say("probing %s (deadline %ds)..." % (python, options.timeout))
-            probe = run_import_probe(python, options.timeout, started)
+            # Said once the probe script runs: an interpreter that cannot run it is refused on one line.
+            probe = run_import_probe(python, options.timeout, started, on_started=lambda: terminal.say(
+                "probing %s (deadline %ds)..." % (python, options.timeout)))
             static = static_of_probe(python, options, probe, answer, choice)
         facts = assemble_facts(static, probe, python, options)
         facts["interpreter"] = choice
