@@ -84,7 +84,7 @@ def rule_too_large(too_large):
 def main(argv=None):
     started = time.time()
     entries, findings, summary = [], [], {}
-    options = None
+    options = refusal = None
     try:
         options = build_parser().parse_args(argv)
         answered = cli.metadata_command(TOOL, options)
@@ -102,11 +102,13 @@ def main(argv=None):
         findings += rule_too_large(too_large)
         document, exit_code = render(entries, findings, summary, started)
     except cli.UsageError as error:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(error.line)
+        refusal = error.line
         document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
     except Exception as error:  # still one document, saying what broke
         document, exit_code = render(entries, findings, summary, started, internal_error=cli.internal_error(
             error, lambda e: "%s: %s" % (type(e).__name__, e)))
-    emit(document, options)
+    emit(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    if refusal is not None:
+        from diagnostics_core.markdown import stderr_line
+        stderr_line(refusal)
     return exit_code

@@ -219,7 +219,7 @@ def installed_torch(options):
 def refuse(error, options, started):
     from .render import output, render
     from diagnostics_core.markdown import stderr_line
-    stderr_line(error.line)
     document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    output(document, options)
+    output(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    stderr_line(error.line)
     return exit_code

@@ -219,7 +219,7 @@ def open_files_refusal(error):
 
 
 def refuse(error, options, started, terminal):
-    terminal.line(error.line)
     document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    output(document, options)
+    output(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    terminal.line(error.line)
     return exit_code
