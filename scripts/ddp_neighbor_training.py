@@ -741,9 +741,11 @@ def main_spawn(args):
           file=sys.stderr, flush=True)
 
     with tempfile.TemporaryDirectory(prefix="ddp_recipe_") as result_dir:
+        STOPS.hold()  # a signal while the workers start is raised once they are all known (and endable)
         context = mp.start_processes(spawned_worker, args=(nprocs, backend, args, data, result_dir),
                                      nprocs=nprocs, join=False, start_method="spawn")
         try:
+            STOPS.resume()
             # join() raises as soon as one worker fails, after stopping the rest.
             while not context.join(grace_period=5):
                 pass
@@ -831,11 +833,15 @@ def main(argv=None):
         absent = [name for name in ("torch", "torch_geometric") if not module_findable(name)]
         if absent:
             raise stack_missing(ImportError("No module named %s" % " and ".join(repr(n) for n in absent)))
-        global INDUCTOR_GUARD
+        global INDUCTOR_GUARD, STOPS
         INDUCTOR_GUARD = InductorCacheGuard()
+        STOPS = StopSignals()  # from here on SIGINT/SIGTERM end the run with one document (importing torch takes s)
         missing = import_stack()
         if missing is not None:
             raise stack_missing(missing)
+    except Interrupted as stop:
+        INDUCTOR_GUARD.remove_if_unused()
+        return stopped(stop)
     except UsageError as error:
         return refuse_and_clean(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
                                                {"message": str(error)}, fix=TOOL.command("--help")))
@@ -865,9 +871,20 @@ def refuse_and_clean(error):
 STOPS = None  # SIGINT/SIGTERM become Interrupted while the job runs
 
 
+def stopped(stop):
+    """A signal outside the spawning parent's wait: rank 0 (or the parent) prints what was finished."""
+    STOPS.hold()
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if not torchrun or os.environ["RANK"] == "0":
+        print_json(interrupted_report(stop, "torchrun" if torchrun else "spawn",
+                                      int(os.environ["WORLD_SIZE"]) if torchrun else None, list(EPOCHS_DONE)))
+    if torchrun and dist is not None:  # as after a failure: tearing down DDP after a peer left can hang
+        sys.stderr.flush()
+        os._exit(stop.code)
+    return stop.code
+
+
 def main_after_import(args):
-    global STOPS
-    STOPS = StopSignals()
     try:
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             # record: any other exception, and torchrun's summary shows this rank's traceback
@@ -877,15 +894,7 @@ def main_after_import(args):
         return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
                                      {"message": str(error)}, fix=TOOL.command("--help")))
     except Interrupted as stop:  # before the job started, or in torchrun mode
-        STOPS.hold()
-        torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-        if not torchrun or os.environ["RANK"] == "0":
-            print_json(interrupted_report(stop, "torchrun" if torchrun else "spawn",
-                                          int(os.environ["WORLD_SIZE"]) if torchrun else None, list(EPOCHS_DONE)))
-        if torchrun:  # as after a failure: tearing down a process group a peer left can hang
-            sys.stderr.flush()
-            os._exit(stop.code)
-        return stop.code
+        return stopped(stop)
     except (SystemExit, KeyboardInterrupt):
         raise
     except Exception as error:
