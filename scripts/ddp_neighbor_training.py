@@ -13,8 +13,10 @@ import sys
 sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diagnostics_core import fast  # noqa: E402
+from diagnostics_core import fast, text  # noqa: E402
 
+if __name__ == "__main__":
+    text.guard_standard_streams()  # a closed stdout exits 3 here; a closed stderr becomes /dev/null
 # --help, --list-findings and --explain ID are answered before the imports below load (agents ask often).
 ANSWERED = fast.answer("ddp_recipe", "ddp_neighbor_training") if __name__ == "__main__" else None
 if ANSWERED is not None:
@@ -32,13 +34,14 @@ import traceback  # noqa: E402
 from diagnostics_core import cli  # noqa: E402
 from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E402
 from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool, registered_findings  # noqa: E402
-from diagnostics_core.text import write_json  # noqa: E402
+from diagnostics_core.interrupt import Interrupted, StopSignals  # noqa: E402
+from diagnostics_core.text import echo, write_json  # noqa: E402
 
 FINDINGS = registered_findings("ddp_recipe")  # id -> (severity, title)
 SCHEMA_VERSION = "1.0"
 VERSION = "1.1.0"
 TOOL = Tool("ddp_neighbor_training", VERSION, SCHEMA_VERSION, FINDINGS, usage_id="ddp-usage-error",
-            internal_id="ddp-internal-error", meta_key="tool")
+            internal_id="ddp-internal-error", meta_key="tool", interrupted_id="ddp-interrupted")
 
 EPILOG = """\
 launch styles:
@@ -451,6 +454,36 @@ def local_world_size_from_env(environ, world_size):
     return world_size
 
 
+MAX_WORLD_SIZE = 1 << 20  # ranks: far above any job, far below what a process group can be asked for
+
+
+def launch_variables(environ):
+    """(rank, world_size, local_rank) from the launcher's variables, checked before any store or
+    process group is opened: a rank outside the world, or a value that is not a number, would
+    otherwise wait on the rendezvous until it times out, or end in a raw torch error."""
+    def whole(name, low, high, default=None):
+        text = environ.get(name)
+        if text is None:
+            return default
+        if not (text.isascii() and text.isdigit()):
+            raise UsageError(f"{name}={echo(text)} is not a whole number (set by the launcher: check the "
+                             f"torchrun/srun line)")
+        value = int(text) if len(text) <= 18 else high + 1  # int() refuses strings of 4,300+ digits
+        if not low <= value <= high:
+            raise UsageError(f"{name}={echo(text, 40)[1:-1]} is outside {low}..{high}")
+        return value
+    world_size = whole("WORLD_SIZE", 1, MAX_WORLD_SIZE)
+    rank = whole("RANK", 0, world_size - 1)
+    local_world = whole("LOCAL_WORLD_SIZE", 1, world_size)
+    local_rank = whole("LOCAL_RANK", 0, (local_world or world_size) - 1, default=0)
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        if not environ.get(name):
+            raise UsageError(f"RANK and WORLD_SIZE are set but {name} is not: export it on every rank "
+                             f"(torchrun sets it), or unset RANK and WORLD_SIZE to self-spawn")
+    whole("MASTER_PORT", 1, 65535)
+    return rank, world_size, local_rank
+
+
 def free_port(addr):
     # Another process may take the port before rank 0 binds it; pass --master-port to be sure.
     with socket.socket() as sock:
@@ -516,8 +549,9 @@ def all_reduce_sum(values, device):
     return tensor.tolist()
 
 
-def train_rank(rank, local_rank, world_size, backend, args, data, launcher):
-    """Runs inside an initialised process group; returns this rank's report."""
+def train_rank(rank, local_rank, world_size, backend, args, data, launcher, on_epoch=None):
+    """Runs inside an initialised process group; returns this rank's report. Rank 0 hands each
+    finished epoch's record to on_epoch (what an interrupted run still reports)."""
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     sampling_seed = args.seed + rank
 
@@ -549,6 +583,8 @@ def train_rank(rank, local_rank, world_size, backend, args, data, launcher):
         local_losses.append(loss_sum / max(num_seeds, 1))
         batches_per_epoch.append(num_batches)
         first_epoch_shapes = first_epoch_shapes or shapes
+        if rank == 0 and on_epoch is not None:
+            on_epoch(epochs[-1])
         if rank == 0:
             log(rank, f"epoch {epoch}: train_loss {epochs[-1]['train_loss']:.4f} val_acc {epochs[-1]['val_acc']:.4f}")
 
@@ -580,7 +616,7 @@ def job_report(args, data, launcher, backend, epochs, rank_reports):
     }
 
 
-def run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, launcher):
+def run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, launcher, on_epoch=None):
     """Process-group lifetime around train_rank: always destroyed, also on error."""
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
@@ -590,7 +626,7 @@ def run_rank(rank, local_rank, world_size, local_world_size, backend, args, data
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=args.timeout))
     try:
-        return train_rank(rank, local_rank, world_size, backend, args, data, launcher)
+        return train_rank(rank, local_rank, world_size, backend, args, data, launcher, on_epoch)
     finally:
         dist.destroy_process_group()
 
@@ -611,11 +647,16 @@ def leave_after_failure():
 
 def spawned_worker(rank, world_size, backend, args, data, result_dir):
     """Entry point of a self-spawned worker (torch.multiprocessing passes `rank`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the whole group: the parent ends the job
     import_stack()  # a spawned interpreter re-imports this file without running main()
     os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(args.master_port)
+
+    def on_epoch(record):  # the parent reads these when it is interrupted
+        with open(os.path.join(result_dir, "epochs.jsonl"), "a") as handle:
+            handle.write(json.dumps(record) + "\n")
     try:
-        report = run_rank(rank, rank, world_size, world_size, backend, args, data, "spawn")
+        report = run_rank(rank, rank, world_size, world_size, backend, args, data, "spawn", on_epoch)
     except Exception as error:
         # Timestamped, so the parent can tell the first failure from the peers'
         # "Connection closed by peer" errors that follow it.
@@ -644,10 +685,12 @@ def failure_report(fields, failures):
                                           "closed by peer'") for failure in failures], failed=True)
 
 
+EPOCHS_DONE = []  # rank 0's finished epochs, what an interrupted torchrun worker still reports
+
+
 def main_torchrun(args):
     """This process is one worker; torchrun (or srun) started the others."""
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    rank, world_size, local_rank = launch_variables(os.environ)  # checked in main() already
     if args.nprocs is not None:
         log(rank, f"--nprocs {args.nprocs} ignored: the launcher set WORLD_SIZE={world_size}")
     try:
@@ -667,7 +710,8 @@ def main_torchrun(args):
         log(rank, f"error: {error}")
         return EXIT_USAGE
     try:
-        report = run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, "torchrun")
+        report = run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, "torchrun",
+                          EPOCHS_DONE.append)
     except Exception as error:
         if rank == 0:
             failure = {"rank": rank, "message": f"{type(error).__name__}: {error}"}
@@ -699,9 +743,11 @@ def main_spawn(args):
           file=sys.stderr, flush=True)
 
     with tempfile.TemporaryDirectory(prefix="ddp_recipe_") as result_dir:
+        STOPS.hold()  # a signal while the workers start is raised once they are all known (and endable)
         context = mp.start_processes(spawned_worker, args=(nprocs, backend, args, data, result_dir),
                                      nprocs=nprocs, join=False, start_method="spawn")
         try:
+            STOPS.resume()
             # join() raises as soon as one worker fails, after stopping the rest.
             while not context.join(grace_period=5):
                 pass
@@ -712,15 +758,53 @@ def main_spawn(args):
             print_json(failure_report({"launcher": "spawn", "world_size": nprocs, "error": failures[0],
                                        "failed_ranks": failures}, failures))
             return EXIT_FAILED
+        except Interrupted as stop:
+            STOPS.hold()  # a second signal must not cut the cleanup short
+            ended = end_workers(context)
+            print_json(interrupted_report(stop, "spawn", nprocs, read_epochs(result_dir), ended))
+            return stop.code
         finally:
-            # Reached with live workers only on an unexpected error or a signal in the parent.
-            for process in context.processes:
-                if process.is_alive():
-                    process.kill()
-                process.join()
+            # Reached with live workers only on an unexpected error in the parent.
+            end_workers(context)
         with open(os.path.join(result_dir, "report.json")) as handle:
             print_json(envelope(json.load(handle)))
     return EXIT_OK
+
+
+def end_workers(context):
+    """SIGKILL every live worker and what it started (loader workers); -> the pids ended."""
+    from diagnostics_core import sandbox
+    table = sandbox.process_table() or {}
+    live = [process.pid for process in context.processes if process.is_alive()]
+    ended = live + [pid for root in live for pid in sandbox.descendants_of(root, table)]
+    for pid in ended:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for process in context.processes:
+        process.join()
+    return ended
+
+
+def read_epochs(result_dir):
+    try:
+        with open(os.path.join(result_dir, "epochs.jsonl")) as handle:
+            return [json.loads(line) for line in handle if line.endswith("\n")]
+    except (OSError, ValueError):
+        return []
+
+
+def interrupted_report(stop, launcher, world_size, epochs, ended=None):
+    """One document for a job a signal stopped: what rank 0 had finished, the workers ended."""
+    meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
+    evidence = dict(stop.evidence(), epochs_finished=len(epochs))
+    document, _ = TOOL.document([], {}, meta, interrupted=evidence)
+    document.update(launcher=launcher, world_size=world_size, epochs=epochs,
+                    val_acc=epochs[-1]["val_acc"] if epochs else None)
+    if ended is not None:
+        document["workers_ended"] = ended
+    return document
 
 
 def read_failures(result_dir):
@@ -734,6 +818,7 @@ def read_failures(result_dir):
 
 
 def main(argv=None):
+    text.guard_standard_streams()  # also when main() is called from another file (idempotent)
     try:
         args = parse_args(argv)
         answered = cli.metadata_command(TOOL, args)
@@ -745,14 +830,20 @@ def main(argv=None):
             raise UsageError("--timeout must be > 0")
         if args.data and not os.path.isfile(args.data):  # refused before torch is imported
             raise UsageError(f"--data {args.data}: no such file")
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            launch_variables(os.environ)  # before torch, a store or a process group
         absent = [name for name in ("torch", "torch_geometric") if not module_findable(name)]
         if absent:
             raise stack_missing(ImportError("No module named %s" % " and ".join(repr(n) for n in absent)))
-        global INDUCTOR_GUARD
+        global INDUCTOR_GUARD, STOPS
         INDUCTOR_GUARD = InductorCacheGuard()
+        STOPS = StopSignals()  # from here on SIGINT/SIGTERM end the run with one document (importing torch takes s)
         missing = import_stack()
         if missing is not None:
             raise stack_missing(missing)
+    except Interrupted as stop:
+        INDUCTOR_GUARD.remove_if_unused()
+        return stopped(stop)
     except UsageError as error:
         return refuse_and_clean(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
                                                {"message": str(error)}, fix=TOOL.command("--help")))
@@ -779,17 +870,33 @@ def refuse_and_clean(error):
     return refuse(error)
 
 
+STOPS = None  # SIGINT/SIGTERM become Interrupted while the job runs
+
+
+def stopped(stop):
+    """A signal outside the spawning parent's wait: rank 0 (or the parent) prints what was finished."""
+    STOPS.hold()
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if not torchrun or os.environ["RANK"] == "0":
+        print_json(interrupted_report(stop, "torchrun" if torchrun else "spawn",
+                                      int(os.environ["WORLD_SIZE"]) if torchrun else None, list(EPOCHS_DONE)))
+    if torchrun and dist is not None:  # as after a failure: tearing down DDP after a peer left can hang
+        sys.stderr.flush()
+        os._exit(stop.code)
+    return stop.code
+
+
 def main_after_import(args):
     try:
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             # record: any other exception, and torchrun's summary shows this rank's traceback
             return record(main_torchrun)(args)
-        # A SIGTERM to the parent becomes SystemExit, so main_spawn's finally stops the workers.
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         return main_spawn(args)
     except UsageError as error:
         return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
                                      {"message": str(error)}, fix=TOOL.command("--help")))
+    except Interrupted as stop:  # before the job started, or in torchrun mode
+        return stopped(stop)
     except (SystemExit, KeyboardInterrupt):
         raise
     except Exception as error:

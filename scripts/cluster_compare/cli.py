@@ -52,10 +52,39 @@ def build_parser():
     return parser
 
 
+def read_reports(paths):
+    """-> (paths read, reports, paths refused for their size). A report over the size bound is named
+    (cluster-report-too-large) and the others compared; when none is left it is a usage error."""
+    from diagnostics_core.safe_json import TooLarge
+    kept, reports, too_large = [], [], []
+    for path in paths:
+        try:
+            reports.append(load_report(path))
+            kept.append(path)
+        except TooLarge as error:
+            too_large.append(path)
+            if len(too_large) == len(paths):
+                raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)})
+    return kept, reports, too_large
+
+
+TOO_LARGE_NAMED = 50  # files named in the finding; the count says how many more
+
+
+def rule_too_large(too_large):
+    from .findings import GATHER, finding
+    from .reports import REPORT_MAX_BYTES
+    if not too_large:
+        return []
+    return [finding("cluster-report-too-large", {"files": too_large[:TOO_LARGE_NAMED], "count": len(too_large),
+                                                 "limit_bytes": REPORT_MAX_BYTES},
+                    "gather it again on that node with the default (compact) detail, no --full: %s" % GATHER)]
+
+
 def main(argv=None):
     started = time.time()
     entries, findings, summary = [], [], {}
-    options = None
+    options = refusal = None
     try:
         options = build_parser().parse_args(argv)
         answered = cli.metadata_command(TOOL, options)
@@ -66,17 +95,20 @@ def main(argv=None):
             raise unreadable("no report given (pass report files or a folder of them)",
                              {"arguments": options.reports})
         try:
-            reports = [load_report(path) for path in paths]
+            paths, reports, too_large = read_reports(paths)
             entries, findings, summary = compare(paths, reports)
         except Malformed as error:  # a field with a type the checker never writes: name file and field
             raise error.usage_error()
+        findings += rule_too_large(too_large)
         document, exit_code = render(entries, findings, summary, started)
     except cli.UsageError as error:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(error.line)
+        refusal = error.line
         document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
     except Exception as error:  # still one document, saying what broke
         document, exit_code = render(entries, findings, summary, started, internal_error=cli.internal_error(
             error, lambda e: "%s: %s" % (type(e).__name__, e)))
-    emit(document, options)
+    emit(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    if refusal is not None:
+        from diagnostics_core.markdown import stderr_line
+        stderr_line(refusal)
     return exit_code

@@ -33,6 +33,8 @@ def load_report(path):
     """One report, parsed bounded (size, nesting; a FIFO is refused unopened) and made safe text."""
     try:
         document = safe_json.load_file(path, REPORT_MAX_BYTES, REPORT_MAX_DEPTH)
+    except safe_json.TooLarge:
+        raise
     except safe_json.Refused as error:
         raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)})
     # Lone surrogates and endless strings become safe text once, here, so every output stays strict.

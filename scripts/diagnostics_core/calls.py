@@ -29,6 +29,16 @@ class _Deadline(BaseException):
     not swallow it."""
 
 
+class UserBaseException(Exception):
+    """A call raised a BaseException that is not an Exception (KeyboardInterrupt, SystemExit(0),
+    GeneratorExit, a user class): turned into an Exception at the call, so the code around the call
+    reports it as that call's failure instead of unwinding the tool."""
+
+    def __init__(self, original):
+        Exception.__init__(self, "%s: %s" % (type(original).__name__, safe_str(original)))
+        self.original = original
+
+
 ENDED_BY_ALARM = "the alarm (SIGALRM) in the child, which interrupted the call"
 
 
@@ -73,6 +83,10 @@ class BoundedCaller(object):
                 raise  # an outer call's bound ran out: that call reports it
             self.timed_out = {"call": what, "timeout_s": bound, "ended_by": ENDED_BY_ALARM}
             raise CallTimeout(what) from None
+        except Exception:
+            raise
+        except BaseException as error:  # KeyboardInterrupt, SystemExit(0): the call's failure, named
+            raise UserBaseException(error) from None
         finally:
             if self.reporter:
                 self.reporter.end()
@@ -119,6 +133,8 @@ class CallerState(object):
 
 def error_text(error, limit=700):
     """One line for an exception from user or library code: type, message, no terminal colours."""
+    if isinstance(error, UserBaseException):
+        error = error.original
     text = re.sub(r"\x1b\[[0-9;]*m", "", "%s: %s" % (type(error).__name__, safe_str(error)))  # torch bolds
     # torch's weights_only errors open with a long preamble; the cause follows "WeightsUnpickler error:".
     cause = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\n|$)", text, re.S)
@@ -161,11 +177,13 @@ def finish_child(reporter, **record):
     os._exit(0)
 
 
-def run_tool_child(script, child_flag, options, stuck):
+def run_tool_child(script, child_flag, options, stuck, echo_stderr=None):
     """Run `script child_flag OPTIONS` in the sandbox; -> (facts, done record or None, SandboxResult,
-    timed_out, crash). `stuck` names what failed to return control ("call", "load")."""
+    timed_out, crash). `stuck` names what failed to return control ("call", "load"); `echo_stderr`,
+    a prefix, passes what the child and the user's code print on to this tool's stderr."""
     command = [sys.executable, "-B", os.path.abspath(script), child_flag, json.dumps(vars(options))]
-    facts, done, running, outcome = sandbox.run_call_child(command, sandbox.child_environment())
+    facts, done, running, outcome = sandbox.run_call_child(command, sandbox.child_environment(),
+                                                           echo_stderr=echo_stderr)
     timed_out = crash = None
     if done is None:
         timed_out, crash = sandbox.call_child_cut_short(outcome, running, stuck)
@@ -182,12 +200,23 @@ def run_checker(options, run_child, diagnose, report):
     diagnose them, `report(facts, findings, child_state, internal_error=None)` makes the (document,
     exit code). Whatever raises on the way is the checker's internal error, reported with what was
     gathered so far: still one JSON document."""
+    from .interrupt import Interrupted, StopSignals
     facts, findings, state = {}, [], None
+    stops = StopSignals()  # SIGINT/SIGTERM: the child is ended, and the document says so
     try:
-        facts, state = run_child(options)
-        findings = diagnose(facts, options, state)
-        document, exit_code = report(facts, findings, state)
-    except Exception as error:
-        document, exit_code = report(facts, findings, state, internal_error=internal_error(error, error_text))
+        try:
+            facts, state = run_child(options)
+            findings = diagnose(facts, options, state)
+            document, exit_code = report(facts, findings, state)
+        except Exception as error:
+            document, exit_code = report(facts, findings, state, internal_error=internal_error(error, error_text))
+    except Interrupted as stop:
+        stops.hold()
+        facts = stop.facts if stop.facts is not None else facts
+        document, exit_code = report(facts, [], state, interrupted=stop.evidence())
+        exit_code = stop.code
+    finally:
+        stops.hold()
+    stops.release()
     write_json(document, options.pretty)
     return exit_code

@@ -5,7 +5,7 @@ import sys
 
 from .contract import EXIT_OK, EXIT_USAGE
 from .fast import doc_section, docs_path, docs_text  # noqa: F401  (docs_path: the tools' reports name it)
-from .text import write_json, write_text
+from .text import bounded, echo, write_json, write_text
 
 TIMEOUT_RANGE = (1.0, 3600.0)  # seconds, for every tool's --timeout-like flag
 EXPLAIN_MAX_LINES = 80
@@ -32,6 +32,8 @@ def make_parser(tool, usage=None, description=None, epilog=None, markdown=None, 
             raise UsageError("%s: error: %s (see --help)" % (self.prog, message), tool.usage_id,
                              {"message": message, "argv": sys.argv[1:]}, fix=tool.command("--help"))
 
+    from .contract import EXIT_OUTPUT_HELP
+    epilog = (epilog.rstrip("\n") + "\n\n" if epilog else "") + EXIT_OUTPUT_HELP
     parser = OneLineErrorParser(usage=usage, description=description, epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretty", action="store_true", help="indent the JSON")
@@ -92,9 +94,10 @@ def fan_outs(text):
 def explain(tool, finding_id):
     """--explain ID: that finding's section on stdout, exit 0; an unknown id is a usage error."""
     if finding_id not in tool.findings:
-        raise UsageError("%s.py: error: --explain: %r is not a finding id of this tool (see --list-findings)"
-                         % (tool.name, finding_id), tool.usage_id,
-                         {"message": "unknown finding id", "explain": finding_id}, fix=tool.command("--list-findings"))
+        raise UsageError("%s.py: error: --explain: %s is not a finding id of this tool (see --list-findings)"
+                         % (tool.name, echo(finding_id)), tool.usage_id,
+                         {"message": "unknown finding id", "explain": bounded(finding_id)},
+                         fix=tool.command("--list-findings"))
     text = docs_text()
     section = doc_section(text, finding_id) if text else None
     if section is None:
@@ -138,6 +141,6 @@ def internal_error(error, describe):
 def refuse(tool, error, document):
     """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
     from .markdown import stderr_line
+    write_json(document)  # first: a stdout that cannot take it ends the tool with its own single line
     stderr_line(error.line)
-    write_json(document)
     return EXIT_USAGE

@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED_BASE = 128  # + the signal number, as shells report a process a signal ended
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 DOCS = "references/troubleshooting.md"
 
@@ -26,6 +27,18 @@ ok and exit codes (the same in every tool of this skill):
   3  internal error in the tool; the JSON says so in "findings"
 """
 
+# Appended to every tool's --help by cli.make_parser: the one text of these two cases.
+EXIT_OUTPUT_HELP = """\
+when the document cannot be written, or the run is stopped (every tool):
+  3    stdout is closed, full or failing: the result cannot be delivered, so
+       no verdict code is claimed; one stderr line says so, nothing else is
+       printed (a closed stderr changes nothing else)
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: a long-running tool
+       (store checker, DDP recipe, profiler) ends its child processes and
+       prints one JSON document, status "interrupted", with what it had
+       measured so far
+"""
+
 
 def registered_findings(package):
     """The tool's finding table, id -> (severity, title), from its registry <package>/findings.json,
@@ -38,7 +51,8 @@ def registered_findings(package):
 class Tool(object):
     """What one tool declares: its name, versions and finding table. The rest is shared."""
 
-    def __init__(self, name, version, schema_version, findings, usage_id, internal_id, meta_key="checker"):
+    def __init__(self, name, version, schema_version, findings, usage_id, internal_id, meta_key="checker",
+                 interrupted_id=None):
         self.name = name                      # the script's file name without .py
         self.version = version
         self.schema_version = schema_version
@@ -46,6 +60,7 @@ class Tool(object):
         self.usage_id = usage_id              # the finding of a refused command line
         self.internal_id = internal_id        # the finding of a tool that broke
         self.meta_key = meta_key              # the key of the section that names the tool
+        self.interrupted_id = interrupted_id  # the finding of a run a signal stopped (long-running tools)
 
     def finding(self, finding_id, evidence, fix=None, severity=None, title=None):
         default_severity, default_title = self.findings[finding_id]
@@ -66,11 +81,19 @@ class Tool(object):
             command = " ".join(("python3", quote(os.path.abspath(sys.argv[0]))) + words)
         return command
 
-    def document(self, findings, gates, meta, usage_error=False, internal_error=None, static_only=False):
-        """-> (the envelope with the tool's own section, exit code); the caller appends its fact sections."""
+    def document(self, findings, gates, meta, usage_error=False, internal_error=None, static_only=False,
+                 interrupted=None):
+        """-> (the envelope with the tool's own section, exit code); the caller appends its fact sections.
+        `interrupted`: the evidence of a run a signal stopped (interrupt.Interrupted.evidence())."""
         findings = sort_findings(findings)
         if internal_error is not None:
             findings.append(self.finding(self.internal_id, internal_error, fix="report it with this JSON attached"))
+        if interrupted is not None:
+            findings.insert(0, self.finding(self.interrupted_id, interrupted, fix="run it again and let it "
+                                            "finish; the sections below hold what was measured before the signal"))
+            return {"schema_version": self.schema_version, "ok": False, "status": "interrupted",
+                    "exit_code": interrupted["exit_code"], "findings": findings, "gates": {},
+                    self.meta_key: meta}, interrupted["exit_code"]
         ok, status, exit_code = verdict(findings, gates, internal_error is not None, usage_error, static_only)
         return {"schema_version": self.schema_version, "ok": ok, "status": status, "exit_code": exit_code,
                 "findings": findings, "gates": gates, self.meta_key: meta}, exit_code

@@ -11,12 +11,13 @@ An entry file only makes its own folder importable (and keeps it free of __pycac
 import importlib
 import sys
 
-from . import fast
+from . import fast, text
 
 
 def tool_main(package, tool_name):
     """The tool's main(argv=None) -> exit code (console scripts call it too)."""
     def main(argv=None):
+        text.guard_standard_streams()
         answered = fast.answer(package, tool_name, argv)
         if answered is not None:
             return answered

@@ -30,11 +30,16 @@ def cell(value):
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+STDERR_LINE_LIMIT = 1000  # characters: whatever a line repeats (an argument, a file's text), it stays a line
+
+
 def stderr_line(text, redactions=()):
-    """Write one line to stderr: controls escaped, private names redacted when `redactions` are
-    given; a closed or broken stderr is not an error of the tool."""
-    from .text import write_text
-    write_text(terminal_line(redact(str(text), redactions) if redactions else text) + "\n", fd=2)
+    """Write one line to stderr: controls escaped, at most STDERR_LINE_LIMIT characters (the middle of
+    a longer one is cut), private names redacted when `redactions` are given; a closed or broken
+    stderr is not an error of the tool."""
+    from .text import sanitise_text, write_text
+    line = terminal_line(redact(str(text), redactions) if redactions else text)
+    write_text(sanitise_text(line, STDERR_LINE_LIMIT) + "\n", fd=2)
 
 
 def code(value):

@@ -20,6 +20,10 @@ class Refused(ValueError):
     """The file is not JSON this reader accepts; str() says why in one line."""
 
 
+class TooLarge(Refused):
+    """The file is larger than the reader's bound (a refusal of its size, not of its content)."""
+
+
 def nesting_depth(text):
     """The deepest nesting of arrays and objects in `text` (brackets inside strings do not count)."""
     depth = deepest = 0
@@ -54,7 +58,7 @@ def read_bytes(path, max_bytes=MAX_BYTES):
     finally:
         os.close(fd)
     if size > max_bytes:
-        raise Refused("larger than %d bytes" % max_bytes)
+        raise TooLarge("larger than %d bytes" % max_bytes)
     return b"".join(chunks)
 
 

@@ -127,8 +127,15 @@ class SandboxResult(object):
         return signal_name(self.returncode)
 
 
-def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=8192):
+ECHO_LIMIT = 1 << 20  # bytes of a child's stderr passed on to the tool's stderr; the rest is counted
+
+
+def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=8192, echo_stderr=None):
     """Run `command`; each JSON record line it prints goes to on_record(stamp, record).
+
+    With `echo_stderr` (a prefix such as "[store] "), what the child writes to stderr (and the user's
+    code to stdout, which a ChildReporter points there) is also passed on to this tool's stderr, line
+    by line, each line escaped and bounded (markdown.stderr_line), the first ECHO_LIMIT bytes of it.
 
     Records carry the sender's pid (see ChildReporter); lines from any other
     process (a fork of the child) or that are not JSON objects are dropped.
@@ -166,12 +173,37 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
             lines.put((time.time(), line))
         lines.put((time.time(), None))
 
+    echo = {"pending": b"", "sent": 0, "held": 0}
+
+    def pass_on(chunk, last=False):
+        from .markdown import stderr_line
+        data = echo["pending"] + chunk
+        lines_out = data.split(b"\n")
+        echo["pending"] = b"" if last else lines_out.pop()
+        if len(echo["pending"]) > 4096:  # a line without end: pass it on in pieces
+            lines_out.append(echo["pending"])
+            echo["pending"] = b""
+        for line in lines_out:
+            if not line and last:
+                continue
+            if echo["sent"] + len(line) > ECHO_LIMIT:
+                echo["held"] += len(line) + 1
+                continue
+            echo["sent"] += len(line) + 1
+            stderr_line(echo_stderr + line.decode("utf-8", "replace"))
+        if last and echo["held"]:
+            stderr_line("%s... %d more bytes of its output not shown" % (echo_stderr, echo["held"]))
+
     def read_stderr():
         for chunk in iter(lambda: process.stderr.read1(4096) if hasattr(process.stderr, "read1")
                           else process.stderr.read(4096), b""):
             stderr_chunks.append(chunk)
             if len(stderr_chunks) > 64:
                 del stderr_chunks[:32]
+            if echo_stderr is not None:
+                pass_on(chunk)
+        if echo_stderr is not None:
+            pass_on(b"", last=True)
 
     # Reader threads, not the main loop, block on the pipes: the loop below
     # only waits on a queue with a timeout, so nothing can hold it past the deadline.
@@ -179,28 +211,39 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
         thread = threading.Thread(target=target)
         thread.daemon = True
         thread.start()
-    restore = terminate_as_exit()
+    from .interrupt import Interrupted, StopSignals
+    stops, stopped = StopSignals(), None
     try:
-        watch_child(process, deadline, lines, deliver, watch, result)
-    finally:  # also when this process is told to stop (SIGTERM, Ctrl-C): nothing may outlive it
-        kill_process_group(process)
         try:
-            result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
-        except subprocess.TimeoutExpired:
-            process.kill()
-            result.returncode = process.wait()
-        result.descendants_ended = end_descendants(exclude=(process.pid,))
-        restore()
-    while True:  # records that arrived before the end still count
-        try:
-            stamp, line = lines.get_nowait()
-        except queue.Empty:
-            break
-        if line is not None:
-            deliver(stamp, line)
+            watch_child(process, deadline, lines, deliver, watch, result)
+        except Interrupted as error:  # SIGINT/SIGTERM to the tool: end the child, keep what it sent
+            stopped = error
+        finally:  # also on any other way out: nothing may outlive this process
+            stops.hold()
+            kill_process_group(process)
+            try:
+                result.returncode = process.wait(timeout=5.0)  # SIGKILLed: only an exit in progress remains
+            except subprocess.TimeoutExpired:
+                process.kill()
+                result.returncode = process.wait()
+            result.descendants_ended = end_descendants(exclude=(process.pid,))
+        while True:  # records that arrived before the end still count
+            try:
+                stamp, line = lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                deliver(stamp, line)
+    finally:
+        stopped = stopped or stops.release()  # a signal noted during the cleanup
+    if stopped is not None:
+        result.killed_for = "interrupted"
     tail = b"".join(stderr_chunks)[-stderr_limit:]
     result.stderr_tail = sanitise_text(tail.decode("utf-8", "replace"), stderr_limit)
     result.seconds = round(time.time() - started, 3)
+    if stopped is not None:
+        stopped.result = result
+        raise stopped
     return result
 
 
@@ -231,19 +274,6 @@ def watch_child(process, deadline, lines, deliver, watch, result):
         if line is None:
             return
         deliver(stamp, line)
-
-
-def terminate_as_exit():
-    """While a child runs, SIGTERM raises SystemExit so the cleanup still runs; -> undo function."""
-    import signal
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-    previous = signal.signal(signal.SIGTERM, stop)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 class ChildReporter(object):
@@ -288,7 +318,7 @@ class CallReporter(ChildReporter):
 CALL_GRACE_S = 2.0  # a call still running this long past its bound is ended by killing the child
 
 
-def run_call_child(command, env, deadline=float("inf"), on_progress=None):
+def run_call_child(command, env, deadline=float("inf"), on_progress=None, echo_stderr=None):
     """Parent side of CallReporter: run the child in the sandbox and collect what it published.
 
     A call that outlives its announced bound by CALL_GRACE_S (blocked in C
@@ -323,7 +353,14 @@ def run_call_child(command, env, deadline=float("inf"), on_progress=None):
                 return "call-timeout"
         return None
 
-    result = run_sandboxed(command, env, deadline, on_record, watch)
+    from .interrupt import Interrupted
+    try:
+        result = run_sandboxed(command, env, deadline, on_record, watch, echo_stderr=echo_stderr)
+    except Interrupted as stop:  # the child is ended; what it published goes up with the signal
+        stop.facts = facts
+        if calls:
+            stop.running = {"what": calls[-1]["what"], "timeout_s": calls[-1]["timeout_s"]}
+        raise
     running = state.get("overrun") or (calls[-1] if calls else None)
     if running is not None:
         running = {"what": running["what"], "timeout_s": running["timeout_s"]}

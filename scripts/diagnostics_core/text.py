@@ -106,18 +106,92 @@ def write_json(document, pretty=False, fd=1):
     write_text(dumps(document, pretty) + "\n", fd)
 
 
-def write_text(text, fd=1):
-    """Write UTF-8 text straight to `fd`; a reader that stopped reading (| head) is no error."""
+EXIT_NOT_WRITTEN = 3  # contract.EXIT_INTERNAL: the run's result is lost, which no other code may claim
+_STDOUT = {"closed_at_start": False, "lost": None}
+
+
+class DocumentNotWritten(SystemExit):
+    """stdout could not take the document (closed, full disk, I/O error): the tool exits
+    EXIT_NOT_WRITTEN after one stderr line, never with a traceback or a code that claims a verdict."""
+
+    def __init__(self, reason):
+        SystemExit.__init__(self, EXIT_NOT_WRITTEN)
+        self.reason = reason
+
+
+def guard_standard_streams():
+    """First thing a tool does: a closed fd 0, 1 or 2 (`>&-`) gets /dev/null, so that no file or pipe
+    the tool opens later takes its number (and its output), and sys.stdout/sys.stderr are usable
+    objects. A stdout closed at start is remembered: the document then cannot be delivered."""
+    import sys
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if fd == 1:
+            _STDOUT["closed_at_start"] = True
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        if getattr(sys, name) is None:  # Python found the descriptor closed at its start
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="replace", closefd=False))
+    if _STDOUT["closed_at_start"]:  # nothing the tool finds could be delivered: say so before running
+        not_written("stdout is closed")
+
+
+def write_bytes(data, fd=1):
+    """Write bytes straight to `fd`. A reader that stopped reading (| head) is no error: the exit code
+    stays the verdict's. A stdout that cannot take the document raises DocumentNotWritten; a stderr
+    that cannot take a line loses the line and nothing else."""
     import errno
-    data = text.encode("utf-8", "replace")
+    if fd == 1 and (_STDOUT["closed_at_start"] or _STDOUT["lost"]):
+        return not_written(_STDOUT["lost"] or "stdout is closed")
     try:
         while data:
             data = data[os.write(fd, data):]
-    except BrokenPipeError:  # what the reader read is all it wanted; the exit code stays the verdict's
+    except BrokenPipeError:
         pass
     except OSError as error:
-        if error.errno != errno.EBADF:  # a closed stream (>&-) is not the tool's failure either
-            raise
+        if fd != 1:
+            return None
+        reason = "stdout is closed" if error.errno == errno.EBADF else "writing to stdout failed: [Errno %s] %s" % (
+            error.errno, error.strerror or error)
+        return not_written(reason)
+    return None
+
+
+def not_written(reason):
+    import sys
+    first = _STDOUT["lost"] is None
+    _STDOUT["lost"] = reason
+    if first:  # one line, where stderr can still take it
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "tool"
+        write_bytes(("%s: error: the JSON document could not be written (%s); exit %d\n" % (
+            prog, reason, EXIT_NOT_WRITTEN)).encode("utf-8", "replace"), fd=2)
+    raise DocumentNotWritten(reason)
+
+
+def write_text(text, fd=1):
+    """Write UTF-8 text straight to `fd` (see write_bytes)."""
+    write_bytes(text.encode("utf-8", "replace"), fd)
+
+
+ECHO_LIMIT = 200  # characters of a user's value repeated back in a message
+
+
+def bounded(value, limit=ECHO_LIMIT):
+    """A value from the command line or a file as evidence repeats it: at most about `limit` characters."""
+    return sanitise_text(value if isinstance(value, str) else safe_str(value), limit)
+
+
+def echo(value, limit=ECHO_LIMIT):
+    """repr() of a value from the command line or a file, as messages repeat it: bounded, so a
+    100 KB argument is not printed back whole (the one place every tool's echo is cut)."""
+    return repr(bounded(value, limit))
 
 
 def describe_exception(error):

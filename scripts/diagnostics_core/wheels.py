@@ -10,7 +10,7 @@ def parse_version(text):
     """'2.13.0+cpu' -> (2, 13, 0); unparsable parts become 0."""
     numbers = []
     for part in re.split(r"[.+]", text or "")[:3]:
-        match = re.match(r"\d+", part)
+        match = re.match(r"\d+", part, re.ASCII)
         numbers.append(int(match.group()) if match else 0)
     while len(numbers) < 3:
         numbers.append(0)
@@ -282,12 +282,14 @@ def newest_torch_with_wheels(variant, platform_name, python_version):
     return None, None
 
 
-TORCH_SPEC = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\+(cpu|cu\d{3}|rocm[\d.]*))?$")
+# ASCII digits only: \d would also take full-width and other Unicode digits, which int() reads
+# but an index URL or a pip line cannot use.
+TORCH_SPEC = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\+(cpu|cu\d{3}|rocm[\d.]*))?", re.ASCII)
 
 
 def parse_torch_spec(text):
     """'2.14.1+cu126' -> ('2.14.1', '2.14', 'cu126'); no +VARIANT means the CPU build; None if malformed."""
-    match = TORCH_SPEC.match((text or "").strip())
+    match = TORCH_SPEC.fullmatch((text or "").strip())
     if not match:
         return None
     major, minor, patch, variant = match.groups()

@@ -99,6 +99,6 @@ def main(argv=None):
         return answered
     from .rules import diagnose  # the rules load only for a run
 
-    def report(facts, findings, state, internal_error=None):
-        return render(facts, findings, options, started, internal_error=internal_error)
+    def report(facts, findings, state, internal_error=None, interrupted=None):
+        return render(facts, findings, options, started, internal_error=internal_error, interrupted=interrupted)
     return calls.run_checker(options, run_child, diagnose, report)

@@ -54,7 +54,8 @@ FINDINGS = registered_findings("partition_checker")  # id -> (severity, title)
 
 
 TOOL = Tool("check_partition", VERSION, SCHEMA_VERSION, FINDINGS,
-            usage_id="partition-usage-error", internal_id="partition-checker-internal-error")
+            usage_id="partition-usage-error", internal_id="partition-checker-internal-error",
+            interrupted_id="partition-interrupted")
 
 
 finding = TOOL.finding

@@ -113,7 +113,32 @@ def load_file(path, options, call, confined=True):
     except Exception as error:
         # The scan tells code (a file naming os.system is refused by torch too) from a damaged file.
         return Loaded(path, "error", error=error, scan=scan_file(path, call))
+    on_meta = meta_tensor_at(value)
+    if on_meta is not None:  # a shape and a dtype without values: nothing in it can be checked or trained on
+        return Loaded(path, "meta-device", error=MetaTensors("%s is a tensor on the meta device (no values)"
+                                                             % on_meta))
     return Loaded(path, "pickle-fallback-loaded" if fallback else "ok", value)
+
+
+class MetaTensors(Exception):
+    """A loaded file holds tensors on the meta device."""
+
+
+def meta_tensor_at(value, where="the file", depth=0):
+    """Where the first tensor on the meta device sits in a loaded value (containers walked, bounded), or None."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return where if value.device.type == "meta" else None
+    if depth > 8:
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for count, (key, item) in enumerate(items):
+        if count >= 1000:
+            break
+        found = meta_tensor_at(item, "%s[%s]" % (where, safe_str(key)[:60]), depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def scan_file(path, call):

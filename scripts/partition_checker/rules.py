@@ -97,6 +97,12 @@ def load_problem_findings(facts, options):
         found.append(finding("partition-file-unloadable", {"files": others},
                              fix="the file is truncated or corrupt (or saved by a newer torch); copy it again "
                                  "from the source, or %s" % REPARTITION))
+    on_meta = by_status.get("meta-device", [])
+    if on_meta:
+        found.append(finding("partition-tensor-on-meta-device", {"files": on_meta[:20], "count": len(on_meta)},
+                             fix="these files hold tensors on the meta device: shapes without values (a tensor "
+                                 "made under `with torch.device('meta')`, or saved before it was loaded); "
+                                 "%s from the real data" % REPARTITION))
     unsafe = [e for e in files_of(by_status, "pickle-fallback-not-run", "pickle-fallback-loaded")
               if e not in holds_code]
     if unsafe:

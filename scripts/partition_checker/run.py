@@ -8,6 +8,7 @@ import time
 from diagnostics_core import calls, sandbox
 from diagnostics_core.calls import CallerState
 from diagnostics_core.contract import SCRIPTS
+from diagnostics_core.interrupt import Interrupted
 from . import CHILD_FLAG
 from .findings import VERSION, META_SHOWN_BYTES, TOOL
 
@@ -21,7 +22,7 @@ def shown_meta(content):
 FACT_SECTIONS = ("root", "loading", "meta", "layout", "examined", "maps", "parts", "coverage", "labels")
 
 
-def render(facts, findings, options, started, internal_error=None, usage_error=False):
+def render(facts, findings, options, started, internal_error=None, usage_error=False, interrupted=None):
     # The gate "contract" fails on any error finding; it is not applied when the run never started.
     has_error = any(f["severity"] == "error" for f in findings)
     gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
@@ -29,7 +30,8 @@ def render(facts, findings, options, started, internal_error=None, usage_error=F
     meta = {"name": TOOL.name, "version": VERSION, "argv": sys.argv[1:],
             "timeout_s": getattr(options, "timeout", None), "elapsed_s": round(time.time() - started, 3),
             "read_only": True, "child": facts.get("child")}
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
+    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error,
+                                        interrupted=interrupted)
     document["verdict"] = {
         "parts_checked": len(parts),
         "from_partition_fails": sorted(p["index"] for p in parts if any(
@@ -45,7 +47,13 @@ def render(facts, findings, options, started, internal_error=None, usage_error=F
 
 def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
-    facts, done, outcome, timed_out, crash = calls.run_tool_child(os.path.join(SCRIPTS, "check_partition.py"), CHILD_FLAG, options, "load")
+    try:
+        facts, done, outcome, timed_out, crash = calls.run_tool_child(
+            os.path.join(SCRIPTS, "check_partition.py"), CHILD_FLAG, options, "load", echo_stderr="[partition] ")
+    except Interrupted as stop:
+        stop.facts = with_every_section(dict(stop.facts or {}), options)
+        stop.facts["child"] = sandbox.call_child_summary(stop.result)
+        raise
     if done is not None:
         facts, state = done["facts"], CallerState(**done["caller"])
     elif outcome.returncode == 0 and outcome.killed_for is None:
@@ -58,9 +66,15 @@ def run_child(options):
         state = CallerState(timed_out=timed_out)
         if crash:
             facts["crash"] = crash
+    facts = with_every_section(facts, options)
+    facts["child"] = sandbox.call_child_summary(outcome)
+    return facts, state
+
+
+def with_every_section(facts, options):
+    """Sections a crash, kill or signal cut short, present and empty."""
     for key, value in (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None),
                        ("layout", None), ("examined", None), ("maps", None), ("parts", []), ("coverage", None),
                        ("labels", None)):
-        facts.setdefault(key, value)  # sections a crash or kill cut short
-    facts["child"] = sandbox.call_child_summary(outcome)
-    return facts, state
+        facts.setdefault(key, value)
+    return facts

@@ -170,14 +170,15 @@ def wheels_command(options):
     """--wheels: the wheel table read for one torch build; a metadata command, so no probe."""
     import platform
     from diagnostics_core import wheels
-    from diagnostics_core.text import write_json, write_text
+    from diagnostics_core.text import bounded, echo, write_json, write_text
     spec, python_version = options.wheels, tuple(sys.version_info[:3])
     if not spec:  # the probed interpreter's torch, read from its torch/version.py
         spec, python_version = installed_torch(options)
     parsed = wheels.parse_torch_spec(spec)
     if parsed is None:
-        raise UsageError("check_sampling_backends.py: error: --wheels: %r is not TORCH[+VARIANT], e.g. 2.14.1+cu126"
-                         % spec, "usage-error", {"wheels": spec, "message": "expected e.g. 2.14.1, 2.14.1+cpu, "
+        raise UsageError("check_sampling_backends.py: error: --wheels: %s is not TORCH[+VARIANT] in ASCII digits, "
+                         "e.g. 2.14.1+cu126" % echo(spec), "usage-error", {
+                             "wheels": bounded(spec), "message": "expected e.g. 2.14.1, 2.14.1+cpu, "
                                                                              "2.14.1+cu126"},
                          fix=checker_command("--wheels", "2.14.1+cu126"))
     release, _, variant = parsed
@@ -219,7 +220,7 @@ def installed_torch(options):
 def refuse(error, options, started):
     from .render import output, render
     from diagnostics_core.markdown import stderr_line
-    stderr_line(error.line)
     document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    output(document, options)
+    output(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    stderr_line(error.line)
     return exit_code

@@ -545,6 +545,7 @@ class ChildAttempt(object):
         self.current_started = None
         self.stage = None  # the part of the current step it announced last (nvml: load, init, ...)
         self.done = False
+        self.started = False  # a first record arrived
         self.returncode = None
         self.killed_for = None  # "hung" or "deadline"
         self.stderr_tail = ""
@@ -556,11 +557,14 @@ def entry_script():
     return os.path.join(parent, "check_sampling_backends.py") if os.path.isdir(parent) else parent
 
 
-def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
+def run_child_attempt(python, config, deadline, hang_limit, hang_steps, on_started=None):
     attempt = ChildAttempt()
     command = [python, "-B", entry_script(), CHILD_FLAG, json.dumps(config)]
 
     def on_record(stamp, record):
+        if on_started is not None and not attempt.started:
+            attempt.started = True
+            on_started()
         event = record.pop("event", None)
         if event == "begin":
             attempt.current, attempt.current_started, attempt.stage = record.get("step"), stamp, None
@@ -587,9 +591,18 @@ def run_child_attempt(python, config, deadline, hang_limit, hang_steps):
     return attempt
 
 
-def run_import_probe(python, bounds):
-    """Run the child (again, without culprits) until all steps are answered or time is up."""
+def run_import_probe(python, bounds, on_started=None):
+    """Run the child (again, without culprits) until all steps are answered or time is up.
+    on_started() is called once, when a child's first record proves the interpreter runs the probe
+    script (a wrapper that runs only -c programs never gets there)."""
     deadline, hang_limit = bounds.deadline, bounds.hang_limit_s
+    if on_started is not None:
+        said, announce = [], on_started
+
+        def on_started():  # once, whichever attempt starts first
+            if not said:
+                said.append(True)
+                announce()
     hang_steps = set(["ext:" + m for m, _ in EXTENSIONS]
                      + ["smoke:pyg-lib", "smoke:torch-sparse", "features", "nvml", "cuda", "distributed"])
     config = {"skip": {}, "block": []}
@@ -600,7 +613,7 @@ def run_import_probe(python, bounds):
         attempt_started = time.time()
         # The static stage reads the user's files; what blocks is abandoned by then.
         config["static_deadline"] = min(attempt_started + hang_limit, deadline - bounds.static_margin_s)
-        attempt = run_child_attempt(python, config, deadline, hang_limit, hang_steps)
+        attempt = run_child_attempt(python, config, deadline, hang_limit, hang_steps, on_started)
         results.update(attempt.results)
         summary = {
             "returncode": attempt.returncode,

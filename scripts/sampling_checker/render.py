@@ -185,6 +185,8 @@ def _trim_fact_details(document):
         if section == "extensions":  # each module's status, which names what failed
             kept = dict((module, {k: v for k, v in entry.items() if k in ("status", "distribution", "version")})
                         for module, entry in value.items())
+        elif section == "cuda":
+            kept = cuda_headline(value, tuple(properties[section].get("required") or ()) + HEADLINE_KEYS["cuda"])
         else:
             keys = tuple(properties[section].get("required") or ()) + HEADLINE_KEYS.get(section, ())
             kept = dict((k, value[k]) for k in keys if k in value)
@@ -192,6 +194,28 @@ def _trim_fact_details(document):
             document[section] = kept
             trimmed.append(section)
     return "details of %s" % ", ".join(trimmed) if trimmed else None
+
+
+# What NVML and CUDA_VISIBLE_DEVICES said, kept in the trimmed cuda section: the counts NVML reported
+# and the parsed visible list are what a GPU finding is read against.
+NVML_HEADLINE = ("available", "reason", "driver_version", "cuda_driver_version", "device_count_reported",
+                 "devices_capped_at")
+VISIBLE_HEADLINE = ("set", "value", "visible", "unmatched", "ignored")
+HEADLINE_LIST_LIMIT = 16
+
+
+def cuda_headline(cuda, keys):
+    kept = dict((k, cuda[k]) for k in keys if k in cuda)
+    nvml = cuda.get("nvml")
+    if isinstance(nvml, dict):
+        kept["nvml"] = dict((k, nvml[k]) for k in NVML_HEADLINE if k in nvml)
+        if isinstance(nvml.get("devices"), list):
+            kept["nvml"]["devices_read"] = len(nvml["devices"])
+    visible = cuda.get("visible_devices")
+    if isinstance(visible, dict):
+        kept["visible_devices"] = dict((k, visible[k][:HEADLINE_LIST_LIMIT] if isinstance(visible[k], list)
+                                        else visible[k]) for k in VISIBLE_HEADLINE if k in visible)
+    return kept
 
 
 def _shorten_evidence(document):

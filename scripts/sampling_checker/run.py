@@ -154,8 +154,9 @@ def probe_and_diagnose(python, choice, answer, options, started, bounds, termina
             else:
                 static = run_static_in(python, options, bounds, answer, choice)
         else:
-            terminal.say("probing %s (deadline %ds)..." % (python, options.timeout))
-            probe = run_import_probe(python, bounds)
+            # Said once the probe script runs: an interpreter that cannot run it is refused on one line.
+            probe = run_import_probe(python, bounds, on_started=lambda: terminal.say(
+                "probing %s (deadline %ds)..." % (python, options.timeout)))
             static = static_of_probe(python, options, probe, answer, choice)
         facts = assemble_facts(static, probe, python, options)
         facts["interpreter"] = choice
@@ -216,7 +217,7 @@ def open_files_refusal(error):
 
 
 def refuse(error, options, started, terminal):
-    terminal.line(error.line)
     document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    output(document, options)
+    output(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    terminal.line(error.line)
     return exit_code

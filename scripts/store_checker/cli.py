@@ -137,11 +137,12 @@ def main(argv=None):
         return answered
     from .rules import diagnose  # the rules load only for a run
 
-    def report(facts, findings, state, internal_error=None):
+    def report(facts, findings, state, internal_error=None, interrupted=None):
         # A store reference that names nothing is a usage error found by the child, not by argparse.
-        not_found = internal_error is None and (facts.get("setup") or {}).get("status") == "not-found"
+        not_found = internal_error is None and interrupted is None and (
+            facts.get("setup") or {}).get("status") == "not-found"
         if not_found:
             stderr_line("check_store_contract.py: error: %s (store-reference-not-found)" % facts["setup"]["error"])
         return render(facts, findings, options, CallerState() if state is None else state, started,
-                      usage_error=not_found, internal_error=internal_error)
+                      usage_error=not_found, internal_error=internal_error, interrupted=interrupted)
     return calls.run_checker(options, run_child, diagnose, report)

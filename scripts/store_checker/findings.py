@@ -39,7 +39,8 @@ FINDINGS = registered_findings("store_checker")  # id -> (severity, title)
 
 
 TOOL = Tool("check_store_contract", VERSION, SCHEMA_VERSION, FINDINGS,
-            usage_id="store-usage-error", internal_id="store-checker-internal-error")
+            usage_id="store-usage-error", internal_id="store-checker-internal-error",
+            interrupted_id="store-interrupted")
 
 
 finding = TOOL.finding

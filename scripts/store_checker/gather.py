@@ -40,6 +40,12 @@ def group_kind(group):
     return "edge" if isinstance(group, (tuple, list)) else "node"
 
 
+def holds_no_data(value):
+    """A tensor on the meta device has a shape and a dtype but no values: nothing can be compared."""
+    import torch
+    return isinstance(value, torch.Tensor) and value.device.type == "meta"
+
+
 def rows_of(description):
     shape = description.get("shape")
     return shape[0] if shape else None
@@ -300,6 +306,8 @@ def gather_tensor(feature_store, attr, call):
             facts["full"] = {"error": error_text(error)}
         if "error" not in facts["full"] and not isinstance(full, torch.Tensor):
             return facts  # None, a list or an array: nothing further can be compared
+        if holds_no_data(full):
+            return facts  # rule_meta_device names it; its rows cannot be compared
     num_rows = full.shape[0] if full is not None and full.dim() > 0 else (size[0] if size else None)
     if not num_rows:
         return facts
@@ -328,6 +336,9 @@ def read_rows(feature_store, attr, index, full, call):
         if not all(isinstance(part, torch.Tensor) for part in parts):
             facts["error"] = "single-row reads did not all return tensors"
             return facts
+        if any(holds_no_data(part) for part in parts):
+            facts["single_row"] = describe(next(part for part in parts if holds_no_data(part)))
+            return facts
         expected = torch.cat(parts)
     facts["expected"] = describe(expected)
     for key, read in (("get_tensor", lambda: feature_store.get_tensor(with_index(attr, index))),
@@ -340,7 +351,7 @@ def read_rows(feature_store, attr, index, full, call):
             facts[key] = {"error": error_text(error)}
             continue
         entry = describe(got)
-        if isinstance(got, torch.Tensor):
+        if isinstance(got, torch.Tensor) and not holds_no_data(got):
             entry["matches"] = same_values(got, expected)
             entry["same_dtype"] = got.dtype == expected.dtype
             entry["same_shape"] = list(got.shape) == list(expected.shape)
@@ -411,6 +422,8 @@ def gather_edge(graph_store, attr, call):
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
         facts["structure"] = "pair members are not both torch.Tensor"
         return facts
+    if holds_no_data(first) or holds_no_data(second):
+        return facts  # rule_meta_device names it; its values cannot be checked
     if first.dim() != 1 or second.dim() != 1:
         facts["structure"] = "pair members are not 1-D"
         return facts

@@ -87,11 +87,16 @@ def rule_tensor_reads(facts, options):
             found.append(finding("store-listed-attr-missing", dict(label, returned=None),
                                  fix="either store the tensor or stop listing it in get_all_tensor_attrs(); "
                                      "PyG fetches every listed attribute for each batch"))
+        elif full.get("device") == "meta":
+            found.append(meta_finding(label, "get_tensor(index=None)", full))
+            continue
         elif full and "skipped" not in full and full.get("type") != "torch.Tensor":
             found.append(finding("store-tensor-not-tensor", dict(label, call="get_tensor(index=None)", returned=full),
                                  fix="return torch.Tensor from _get_tensor (wrap with torch.as_tensor); lists "
                                      "and arrays break collation in NeighborLoader"))
         indexed = entry.get("indexed", {})
+        if "single_row" in indexed:
+            found.append(meta_finding(label, "get_tensor(index=[row])", indexed["single_row"]))
         if "error" in indexed:
             found.append(finding("store-call-failed", dict(label, call="get_tensor(index=[row])",
                                                            error=indexed["error"]),
@@ -109,6 +114,8 @@ def rule_tensor_reads(facts, options):
             elif read.get("type") != "torch.Tensor":
                 found.append(finding("store-tensor-not-tensor", dict(label, call=call, returned=read),
                                      fix="return torch.Tensor for indexed reads too"))
+            elif read.get("device") == "meta":
+                found.append(meta_finding(label, call, read))
             elif not read["same_dtype"]:
                 found.append(finding("store-dtype-inconsistent", dict(label, call=call, dtype=read["dtype"],
                                                                       expected_dtype=indexed["expected"]["dtype"]),
@@ -203,6 +210,14 @@ def rule_row_counts(facts, options):
     return found
 
 
+def meta_finding(label, call, returned):
+    return finding("store-tensor-on-meta-device", dict(label, call=call, returned=returned),
+                   fix="return tensors that hold their values (device cpu, or the training GPU): a meta tensor "
+                       "(torch.device('meta'), or a model built under `with torch.device('meta')`) has a shape "
+                       "but no data, so NeighborLoader cannot collate or index it; load the real tensor in "
+                       "_get_tensor / _get_edge_index")
+
+
 def rule_edges(facts, options):
     return [item for edge in facts["edges"] for item in edge_findings(edge)]
 
@@ -222,6 +237,9 @@ def edge_findings(edge):
                                                        parts=edge.get("parts")),
                         fix="return a pair of 1-D tensors: (row, col) for COO, (rowptr, col) for CSR, "
                             "(row, colptr) for CSC")]
+    on_meta = [part for part in edge.get("parts") or [] if part.get("device") == "meta"]
+    if on_meta:
+        return [meta_finding(label, "get_edge_index()", on_meta[0])]
     if not edge.get("integer") or not edge.get("same_dtype"):
         return [finding("store-edge-index-dtype", dict(label, dtypes=[p.get("dtype") for p in edge["parts"]]),
                         fix="store edge indices as torch.long (int64) tensors, both of one dtype")]

@@ -1,0 +1,88 @@
+"""A partition folder whose data fights back, and a check stopped half-way (issue 32, classes 2 and 3
+applied to check_partition.py). Folders are PyG's own (tests/_partition_writer.py), then changed."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, clean_env, strict_json
+
+CHECKER = ROOT / "scripts" / "check_partition.py"
+WRITER = ROOT / "tests" / "_partition_writer.py"
+
+
+@pytest.fixture(scope="module")
+def homo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("partitions")
+    completed = subprocess.run([sys.executable, str(WRITER), "write", str(out)], capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout)["cases"]["homo"]
+
+
+def copy(root, destination):
+    shutil.copytree(root, str(destination))
+    return destination
+
+
+@pytest.mark.finding("partition-tensor-on-meta-device")
+def test_meta_tensors_in_the_files_are_named_not_a_crash(homo, tmp_path):
+    import torch
+    root = copy(homo, tmp_path / "meta")
+    torch.save(torch.load(str(root / "node_map.pt")).to("meta"), str(root / "node_map.pt"))
+    feats = torch.load(str(root / "part_0" / "node_feats.pt"))
+    feats["feats"] = dict((k, v.to("meta")) for k, v in feats["feats"].items())
+    torch.save(feats, str(root / "part_0" / "node_feats.pt"))
+    completed = subprocess.run([sys.executable, str(CHECKER), str(root)], capture_output=True, timeout=180,
+                               env=clean_env(), stdin=subprocess.DEVNULL)
+    document = strict_json(completed.stdout)
+    assert completed.returncode == document["exit_code"] == 1
+    found = [f["id"] for f in document["findings"]]
+    assert "partition-load-crashed" not in found and "partition-checker-internal-error" not in found
+    [meta] = [f for f in document["findings"] if f["id"] == "partition-tensor-on-meta-device"]
+    named = dict((entry["path"], entry["error"]) for entry in meta["evidence"]["files"])
+    assert set(named) == {"node_map.pt", os.path.join("part_0", "node_feats.pt")}
+    assert "[feats][x]" in named[os.path.join("part_0", "node_feats.pt")]
+
+
+@pytest.mark.finding("partition-interrupted")
+@pytest.mark.parametrize("signum", [signal.SIGINT], ids=["SIGINT"])
+def test_a_signal_during_a_load_ends_the_child_and_prints_one_document(homo, tmp_path, signum):
+    root = copy(homo, tmp_path / "stalled")
+    graph = root / "part_1" / "graph.pt"
+    graph.unlink()
+    os.mkfifo(str(graph))  # a stalled network mount: the load blocks in open() until a writer comes
+    process = subprocess.Popen([sys.executable, str(CHECKER), str(root), "--timeout", "200"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
+                               stdin=subprocess.DEVNULL)
+    writer = None
+    try:
+        deadline = time.monotonic() + 120
+        while writer is None and time.monotonic() < deadline:  # opens once the child opened it to read
+            try:
+                writer = os.open(str(graph), os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as error:
+                assert error.errno == errno.ENXIO and process.poll() is None
+                time.sleep(0.05)
+        assert writer is not None, "the checker never opened the stalled file"
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        if writer is not None:
+            os.close(writer)
+    document = strict_json(stdout)
+    assert process.returncode == document["exit_code"] == 128 + signum and document["status"] == "interrupted"
+    [stopped] = [f for f in document["findings"] if f["id"] == "partition-interrupted"]
+    assert stopped["evidence"]["signal"] == "SIGINT"
+    assert "part_1" in stopped["evidence"]["running"]["what"] and "graph.pt" in stopped["evidence"]["running"]["what"]
+    assert document["meta"] is not None and document["maps"] is not None  # gathered before the signal
+    assert document["checker"]["child"]["signal"] == "SIGKILL"
+    assert b"Traceback" not in stderr
