@@ -45,9 +45,11 @@ def help_text(tool):
 
 
 def generated_files():
-    """(path, function giving its bytes) of every file this script writes, the help texts first: the
-    bundle holds the checker's."""
-    files = []
+    """(path, function giving its bytes) of every file this script writes: troubleshooting.md's finding
+    index, then the help texts, then the bundle (which holds the checker's help and doc sections)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import finding_index  # the finding index in troubleshooting.md's Contents, from every registry
+    files = [(finding_index.TROUBLESHOOTING, finding_index.troubleshooting_bytes)]
     for tool in sorted(PARSER_MODULES):
         files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool: help_text(t)))
     return files + [(BUNDLE, bundle_bytes)]
