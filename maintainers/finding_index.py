@@ -37,15 +37,23 @@ def tools():
     return [(found[package], package) for package in order]
 
 
+WIDTH = 100  # ids wrapped to lines of about this many characters, so a grep prints one short line
+
+
 def index_markdown():
-    lines = [BEGIN, "", "Every finding id, by tool (`python3 scripts/TOOL --explain ID` prints its section):", ""]
+    lines = [BEGIN, "", "Every finding id, by tool (its title: `--list-findings`; its section: `--explain ID`):", ""]
     for script, package in tools():
         with open(os.path.join(SCRIPTS, package, "findings.json"), encoding="utf-8") as handle:
             registry = json.load(handle)
-        lines += ["| `%s` id | Title |" % script, "|---|---|"]
-        lines += ["| %s | %s |" % (finding_id, title.replace("|", "\\|")) for finding_id, (_, title) in registry.items()]
-        lines.append("")
-    return "\n".join(lines + [END])
+        lines += ["- `%s`:" % script]
+        line = " "
+        for finding_id in registry:
+            if len(line) + len(finding_id) + 2 > WIDTH and line.strip():
+                lines.append(line.rstrip())
+                line = " "
+            line += " %s," % finding_id
+        lines.append(line.rstrip(",").rstrip() + ".")
+    return "\n".join(lines + ["", END])
 
 
 def rendered(text):
