@@ -7,7 +7,7 @@ one JSON line, asserts on it, and checks that the docs still say what was measur
 import pytest
 
 from test_advice import DISTRIBUTED, SCALING, measure, squashed
-from test_docs import read
+from test_docs import TROUBLESHOOTING, read
 
 
 def test_is_sorted_with_time_attr_skips_the_time_order_that_data_sort_never_gives(tmp_path):
@@ -112,3 +112,36 @@ def test_gpu_sampling_names_both_libraries_that_do_it(doc):
     text = squashed(doc)
     assert "GraphLearn-for-PyTorch" in text and "cuGraph-PyG" in text
     assert "GPU-side sampling means cuGraph-PyG" not in text
+
+
+def test_claims_read_from_the_installed_sources(tmp_path):
+    """Figures and behaviours the docs take from torch's and PyG's code, read where they live."""
+    result = measure("""
+        import inspect, json
+        import torch.distributed.run as run
+        import torch.nn.parallel.distributed as ddp
+        import torch_geometric.typing as typing_module
+        from torch_geometric.distributed import rpc
+        from torch_geometric.distributed.dist_loader import DistLoader
+        from torch_geometric.profile import benchmark, utils
+        run_source = inspect.getsource(run)
+        print(json.dumps({
+            "torchrun_sets_omp_1": 'if "OMP_NUM_THREADS" not in os.environ and nproc_per_node > 1' in run_source
+                                  and 'omp_num_threads = 1' in run_source,
+            "nccl_async_error_handling": "TORCH_NCCL_ASYNC_ERROR_HANDLING" in inspect.getsource(ddp),
+            "dist_loader_rpc_timeout": inspect.signature(DistLoader.__init__).parameters["rpc_timeout"].default,
+            "init_rpc_timeout": inspect.signature(rpc.init_rpc).parameters["rpc_timeout"].default,
+            "gc_default_device": inspect.signature(utils.get_gpu_memory_from_gc).parameters["device"].default,
+            "gc_docstring_device_1": "(default: :obj:`1`)" in utils.get_gpu_memory_from_gc.__doc__,
+            "benchmark_imports_tabulate": "from tabulate import tabulate" in inspect.getsource(benchmark),
+            "legacy_names_pyg_lib_0_6": "pyg-lib>=0.6.0" in inspect.getsource(typing_module),
+        }))
+    """, tmp_path)
+    assert result == {"torchrun_sets_omp_1": True, "nccl_async_error_handling": True,
+                      "dist_loader_rpc_timeout": 180, "init_rpc_timeout": 240.0, "gc_default_device": 0,
+                      "gc_docstring_device_1": True, "benchmark_imports_tabulate": True,
+                      "legacy_names_pyg_lib_0_6": True}, result
+    distributed, trouble = squashed(DISTRIBUTED), squashed(TROUBLESHOOTING)
+    assert "the RPC timeouts default to 180 s in `DistLoader` and 240 s in `init_rpc`" in distributed
+    assert "torchrun sets it to 1 when starting several processes per node" in trouble
+    assert "PyG names pyg-lib >= 0.6.0" in trouble and "0.7.0" not in trouble
