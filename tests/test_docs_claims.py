@@ -145,3 +145,35 @@ def test_claims_read_from_the_installed_sources(tmp_path):
     assert "the RPC timeouts default to 180 s in `DistLoader` and 240 s in `init_rpc`" in distributed
     assert "torchrun sets it to 1 when starting several processes per node" in trouble
     assert "PyG names pyg-lib >= 0.6.0" in trouble and "0.7.0" not in trouble
+
+
+def test_profile_helpers_that_fail_on_cpu_fail_as_the_status_table_says(tmp_path):
+    result = measure("""
+        import contextlib, io, json, torch
+        from torch_geometric.profile import profileit, torch_profile, xpu_profile
+
+        model = torch.nn.Linear(4, 4)
+        def outcome(run):
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    run()
+                return 'ok'
+            except Exception as error:
+                return '%s: %s' % (type(error).__name__, error)
+        def write_csv():
+            with torch_profile(export_chrome_trace=False, csv_data={}, write_csv='prof'):
+                model(torch.randn(2, 4))
+        def xpu():
+            with xpu_profile():
+                model(torch.randn(2, 4))
+        step = profileit('cpu')(lambda model, x: model(x))
+        print(json.dumps({"write_csv": outcome(write_csv), "xpu": outcome(xpu),
+                          "profileit": outcome(lambda: step(model, torch.randn(2, 4)))}))
+    """, tmp_path)
+    assert result == {
+        "write_csv": "TypeError: list() takes no keyword arguments",
+        "xpu": "TypeError: profile.__init__() got an unexpected keyword argument 'use_xpu'",
+        "profileit": "AttributeError: The profiling decorator supports only CUDA and XPU devices"}, result
+    text = squashed(SCALING)
+    assert "`TypeError: list() takes no keyword arguments` on the tested torch" in text
+    assert "unexpected keyword argument 'use_xpu'` on the tested torch" in text
