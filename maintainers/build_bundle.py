@@ -8,7 +8,7 @@ diagnostics_core library and references/troubleshooting.md (for --explain). It r
 Python 3.8+ and nothing else: `python3 check_sampling_backends.pyz --pretty`.
 
 The file is generated: edit the sources, then run `python3 maintainers/build_bundle.py`.
-tests/test_contract.py::test_the_bundle_is_what_the_build_script_writes fails when the committed bundle differs from what this script writes.
+tests/test_contract_every_tool.py::test_the_bundle_is_what_the_build_script_writes fails when the committed bundle differs from what this script writes.
 Entries are stored uncompressed, in sorted order, with a fixed timestamp, so the same sources
 always give the same bytes.
 """
@@ -46,9 +46,11 @@ def help_text(tool):
 
 
 def generated_files():
-    """(path, function giving its bytes) of every file this script writes, the help texts first: the
-    bundle holds the checker's."""
-    files = []
+    """(path, function giving its bytes) of every file this script writes: troubleshooting.md's finding
+    index, then the help texts, then the bundle (which holds the checker's help and doc sections)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import finding_index  # the finding index in troubleshooting.md's Contents, from every registry
+    files = [(finding_index.TROUBLESHOOTING, finding_index.troubleshooting_bytes)]
     for tool in sorted(PARSER_MODULES):
         files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool: help_text(t)))
     files.append((os.path.join(SCRIPTS, "check_sampling_backends.schema.json"), schema_bytes))

@@ -20,7 +20,7 @@ package beside it, the contract all tools share in diagnostics_core. Both use
 only the standard library, so the checker runs on any CPython 3.8+, with or
 without torch. Older interpreters get a clean refusal (exit 2): this file, and
 only this file, must stay parseable by Python 2.7 so that the refusal below can
-run (tests/test_first_run.py runs it under 2.7, 3.6 and 3.7).
+run (tests/test_checker_interpreters.py runs it under 2.7, 3.6 and 3.7).
 """
 
 import os

@@ -1,5 +1,5 @@
 """A partition folder whose data fights back, and a check stopped half-way (issue 32, classes 2 and 3
-applied to check_partition.py). Folders are PyG's own (tests/_partition_writer.py), then changed."""
+applied to check_partition.py). Folders are PyG's own (tests/support/partition_writer.py), then changed."""
 
 import errno
 import json

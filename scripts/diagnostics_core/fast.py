@@ -3,7 +3,7 @@ argparse, json or anything else is imported: an agent asks these often, and ever
 run imports from the skill's folder is compiled anew (the folder is never written, so no bytecode
 is cached there). --help prints the text argparse produced at build time, and --list-findings the
 document the tool would print (diagnostics_core/generated/<tool>.help.txt and .list-findings.json),
-both written by maintainers/build_bundle.py; tests/test_contract.py fails when they are stale."""
+both written by maintainers/build_bundle.py; tests/test_contract_every_tool.py fails when they are stale."""
 
 import os
 import sys
@@ -79,7 +79,7 @@ def finding_table(package):
 
 def is_finding_of(package, finding_id):
     """Whether the tool's registry lists `finding_id`, read without the json module: a registry keeps one
-    id a line (tests/test_contract.py checks that layout)."""
+    id a line (tests/test_contract_every_tool.py checks that layout)."""
     data = package_file(package, "findings.json")
     return data is not None and ('\n  "%s": [' % finding_id) in data.decode("utf-8")
 

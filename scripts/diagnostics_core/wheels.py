@@ -37,7 +37,7 @@ EXTENSION_DIST = dict(EXTENSIONS)
 # (distribution, torch minor, variants, source, date of the source):
 # variants lists the CUDA variants with a wheel; () means a public source says
 # there is none; None means no source says either way ("unknown"). The docs'
-# install lines are tested against these rows (tests/test_install_truth.py).
+# install lines are tested against these rows (tests/test_checker_install_truth.py).
 WHEEL_TABLE_DATE = "2026-12-01"  # when the rows were last checked against their sources
 
 

@@ -1,4 +1,4 @@
-"""Extensions and stores that misbehave the way real ones do, for tests/test_hostile.py.
+"""Extensions and stores that misbehave the way real ones do, for the hostile-input tests of every tool.
 
 Every helper writes into a caller-given directory and nowhere else. Processes
 they start carry the environment variable HOSTILE_TOKEN of the test, so a test
