@@ -3,8 +3,8 @@
 import sys
 import time
 
-from diagnostics_core.markdown import cell, code
-from diagnostics_core.text import write_json, write_text
+from diagnostics_core import markdown
+from diagnostics_core.markdown import cell, code, finding_block
 from .findings import TOOL, VERSION
 
 GIB = float(1 << 30)
@@ -50,16 +50,9 @@ def to_markdown(document):
         lines.append("- one-off %s: peak %s" % (code(step["step"]), gib(step["peak"]["bytes"])))
     lines.append("")
     for item in document["findings"]:
-        lines.append("## %s %s: %s" % (cell(item["severity"]), code(item["id"]), cell(item["title"])))
-        if item["fix"]:
-            lines.append("- fix: %s" % code(item["fix"]))
-        lines.append("- docs: %s" % cell(item["docs"]))
-        lines.append("")
+        lines.extend(finding_block(item))
     return "\n".join(lines).rstrip() + "\n"
 
 
 def emit(document, options):
-    if getattr(options, "format", "json") == "markdown":
-        write_text(to_markdown(document))
-    else:
-        write_json(document, getattr(options, "pretty", False))
+    markdown.emit(document, options, to_markdown)

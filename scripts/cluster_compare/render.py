@@ -4,8 +4,8 @@ import json
 import sys
 import time
 
-from diagnostics_core.markdown import cell, code
-from diagnostics_core.text import write_json, write_text
+from diagnostics_core import markdown
+from diagnostics_core.markdown import cell, code, finding_block
 from .findings import GATE, TOOL, VERSION
 
 
@@ -35,20 +35,13 @@ def to_markdown(document):
     for item in document["findings"]:
         evidence = item["evidence"] if isinstance(item["evidence"], dict) else {}
         title = "%s differs" % evidence["fact"] if "fact" in evidence else item["title"]
-        lines.append("## %s %s: %s" % (cell(item["severity"]), code(item["id"]), cell(title)))
-        for group_entry in evidence.get("groups", []):
-            lines.append("- %s: %s" % (cell(group_entry["value"]), cell(", ".join(group_entry["hosts"]))))
+        details = ["- %s: %s" % (cell(group_entry["value"]), cell(", ".join(group_entry["hosts"])))
+                   for group_entry in evidence.get("groups", [])]
         if "groups" not in evidence:
-            lines.append("- evidence: %s" % code(json.dumps(item["evidence"], sort_keys=True)[:600]))
-        if item["fix"]:
-            lines.append("- fix: %s" % code(item["fix"]))
-        lines.append("- docs: %s" % cell(item["docs"]))
-        lines.append("")
+            details.append("- evidence: %s" % code(json.dumps(item["evidence"], sort_keys=True)[:600]))
+        lines.extend(finding_block(item, title, details))
     return "\n".join(lines).rstrip() + "\n"
 
 
 def emit(document, options):
-    if getattr(options, "format", "json") == "markdown":
-        write_text(to_markdown(document))
-    else:
-        write_json(document, getattr(options, "pretty", False))
+    markdown.emit(document, options, to_markdown)

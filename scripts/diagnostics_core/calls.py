@@ -124,6 +124,13 @@ class BoundedCaller(object):
         return {"count": self.count, "skipped": self.skipped, "timed_out": self.timed_out}
 
 
+def retry_timeout(bound):
+    """The --timeout a "rerun with a longer bound" fix names for a call that ran past `bound` seconds:
+    three times it, within the flag's range."""
+    from .cli import TIMEOUT_RANGE
+    return int(min(TIMEOUT_RANGE[1], float(bound) * 3))
+
+
 class CallerState(object):
     """What the parent knows of the child's calls (the child's BoundedCaller, or the kill)."""
 
@@ -177,19 +184,43 @@ def finish_child(reporter, **record):
     os._exit(0)
 
 
-def run_tool_child(script, child_flag, options, stuck, echo_stderr=None):
-    """Run `script child_flag OPTIONS` in the sandbox; -> (facts, done record or None, SandboxResult,
-    timed_out, crash). `stuck` names what failed to return control ("call", "load"); `echo_stderr`,
-    a prefix, passes what the child and the user's code print on to this tool's stderr."""
+def gather_in_child(script, child_flag, options, stuck, echo_stderr, sections):
+    """The parent's side of a contract checker's child, for both checkers: run `script child_flag OPTIONS`
+    in the sandbox; -> (facts, CallerState), however the child ended: done; finished with its last record
+    lost (too large for one record: facts["report_lost"], what it published one by one still holds); cut
+    short by a crash (facts["crash"], naming its call) or a kill (the state's timed_out); or interrupted by
+    SIGINT/SIGTERM (Interrupted goes up carrying the facts so far). Every section named in `sections`
+    ((name, empty value) pairs) is present, and facts["child"] summarises the process.
+    `stuck` names what failed to return control ("call", "load"); `echo_stderr`, a prefix, passes what
+    the child and the user's code print on to this tool's stderr."""
+    import copy
+    from .interrupt import Interrupted
+
+    def complete(facts, outcome):
+        for key, empty in sections:
+            facts.setdefault(key, copy.deepcopy(empty))
+        facts["child"] = sandbox.call_child_summary(outcome)
+        return facts
     command = [sys.executable, "-B", os.path.abspath(script), child_flag, json.dumps(vars(options))]
-    facts, done, running, outcome = sandbox.run_call_child(command, sandbox.child_environment(),
-                                                           echo_stderr=echo_stderr)
-    timed_out = crash = None
-    if done is None:
-        timed_out, crash = sandbox.call_child_cut_short(outcome, running, stuck)
-    if crash is not None and not crash.get("call"):
-        crash["call"] = NO_CALL_RUNNING  # a crash record always names its call
-    return facts, done, outcome, timed_out, crash
+    try:
+        facts, done, running, outcome = sandbox.run_call_child(command, sandbox.child_environment(),
+                                                               echo_stderr=echo_stderr)
+    except Interrupted as stop:
+        stop.facts = complete(dict(stop.facts or {}), stop.result)
+        raise
+    if done is not None:
+        return complete(done["facts"], outcome), CallerState(**done["caller"])
+    if outcome.returncode == 0 and outcome.killed_for is None and running is None:
+        # exit 0 with no call running: the child finished, only its final record did not arrive whole
+        facts["report_lost"] = {"reason": "the child's final record exceeded the record size limit",
+                                "child_returncode": 0}
+        return complete(facts, outcome), CallerState()
+    timed_out, crash = sandbox.call_child_cut_short(outcome, running, stuck)
+    if crash is not None:
+        if not crash.get("call"):
+            crash["call"] = NO_CALL_RUNNING  # a crash record always names its call
+        facts["crash"] = crash
+    return complete(facts, outcome), CallerState(timed_out=timed_out)
 
 
 NO_CALL_RUNNING = "no announced call (the child died between calls, in the tool's own code)"

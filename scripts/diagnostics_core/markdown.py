@@ -84,3 +84,22 @@ def redact(text, pairs):
         pattern = r"(?<![\w.-])%s(?![\w-]|\.\w)" % re.escape(secret)
         text = re.sub(pattern, lambda m: replacement, text)
     return text
+
+
+def finding_block(item, title=None, details=()):
+    """One finding as markdown lines: its heading, `details` (lines already escaped), the fix and the docs."""
+    lines = ["## %s %s: %s" % (cell(item["severity"]), code(item["id"]), cell(title or item["title"]))]
+    lines.extend(details)
+    if item["fix"]:
+        lines.append("- fix: %s" % code(item["fix"]))
+    lines.append("- docs: %s" % cell(item["docs"]))
+    return lines + [""]
+
+
+def emit(document, options, to_markdown):
+    """The document on stdout: markdown with --format markdown, else JSON (--pretty indents)."""
+    from .text import write_json, write_text
+    if getattr(options, "format", "json") == "markdown":
+        write_text(to_markdown(document))
+    else:
+        write_json(document, getattr(options, "pretty", False))

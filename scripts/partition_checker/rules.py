@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+from diagnostics_core import calls
 from diagnostics_core.text import quote
 from diagnostics_core.contract import SCRIPTS
 from .findings import MAX_PARTS_LIMIT, TOOL, finding
@@ -408,12 +409,13 @@ def rule_crash(facts, options):
                         "Python stack of the crash")]
 
 
-def rule_timeout(facts, options, caller):
-    if caller.timed_out is None:
+def rule_timeout(facts, options):
+    timed_out = facts["caller"].timed_out
+    if timed_out is None:
         return []
-    return [finding("partition-load-timeout", caller.timed_out,
+    return [finding("partition-load-timeout", timed_out,
                     fix="the filesystem did not deliver the file in time (network mount?); rerun with --timeout "
-                        "%d or copy the folder to local disk" % (int(caller.timed_out["timeout_s"]) * 3))]
+                        "%d or copy the folder to local disk" % calls.retry_timeout(timed_out["timeout_s"]))]
 
 
 def rule_capped(facts, options):
@@ -433,12 +435,11 @@ def rule_capped(facts, options):
                                                       TOOL.command(quote(facts["root"]), "--max-parts", str(more))))]
 
 
-RULES = (rule_meta, rule_layout, load_problem_findings, rule_maps, rule_graph, rule_edge_map_sizes,
+RULES = (rule_timeout, rule_meta, rule_layout, load_problem_findings, rule_maps, rule_graph, rule_edge_map_sizes,
          rule_coverage, rule_offsets, rule_features, rule_from_partition, rule_labels, rule_crash, rule_capped)
 
 
 def diagnose(facts, options, caller):
-    findings = rule_timeout(facts, options, caller)
-    for rule in RULES:
-        findings.extend(rule(facts, options))
-    return findings  # Tool.document sorts them by severity
+    """Every rule on the facts and the state of the child's calls (facts["caller"] to the rules)."""
+    facts = dict(facts, caller=caller)
+    return [found for rule in RULES for found in rule(facts, options)]  # Tool.document sorts by severity

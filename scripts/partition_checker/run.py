@@ -5,10 +5,8 @@ import os
 import sys
 import time
 
-from diagnostics_core import calls, sandbox
-from diagnostics_core.calls import CallerState
+from diagnostics_core import calls
 from diagnostics_core.contract import SCRIPTS
-from diagnostics_core.interrupt import Interrupted
 from . import CHILD_FLAG
 from .findings import VERSION, META_SHOWN_BYTES, TOOL
 
@@ -47,34 +45,7 @@ def render(facts, findings, options, started, internal_error=None, usage_error=F
 
 def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
-    try:
-        facts, done, outcome, timed_out, crash = calls.run_tool_child(
-            os.path.join(SCRIPTS, "check_partition.py"), CHILD_FLAG, options, "load", echo_stderr="[partition] ")
-    except Interrupted as stop:
-        stop.facts = with_every_section(dict(stop.facts or {}), options)
-        stop.facts["child"] = sandbox.call_child_summary(stop.result)
-        raise
-    if done is not None:
-        facts, state = done["facts"], CallerState(**done["caller"])
-    elif outcome.returncode == 0 and outcome.killed_for is None:
-        # The child finished, but its last record never arrived whole (too large for one record):
-        # a bound on output, not a crash. The facts it published one by one still hold.
-        state = CallerState()
-        facts["report_lost"] = {"reason": "the child's final record exceeded the record size limit",
-                                "child_returncode": 0}
-    else:
-        state = CallerState(timed_out=timed_out)
-        if crash:
-            facts["crash"] = crash
-    facts = with_every_section(facts, options)
-    facts["child"] = sandbox.call_child_summary(outcome)
-    return facts, state
-
-
-def with_every_section(facts, options):
-    """Sections a crash, kill or signal cut short, present and empty."""
-    for key, value in (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None),
-                       ("layout", None), ("examined", None), ("maps", None), ("parts", []), ("coverage", None),
-                       ("labels", None)):
-        facts.setdefault(key, value)
-    return facts
+    sections = (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None), ("layout", None),
+                ("examined", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None))
+    return calls.gather_in_child(os.path.join(SCRIPTS, "check_partition.py"), CHILD_FLAG, options, "load",
+                                 "[partition] ", sections)

@@ -460,7 +460,8 @@ def rule_crash(facts, options):
                         "-c \"...\" prints the native stack); the store or a library it calls crashes or exits")]
 
 
-def rule_timeout(facts, options, caller):
+def rule_timeout(facts, options):
+    caller = facts["caller"]
     if not caller.timed_out:
         return []
     timed_out = dict(caller.timed_out)
@@ -472,16 +473,15 @@ def rule_timeout(facts, options, caller):
                             "reconnect when os.getpid() changes) or train with num_workers=0")]
     return [finding("store-call-timeout", dict(timed_out, skipped_calls=len(caller.skipped or ())),
                     fix="find out why %s blocks (service down, lock, network); to allow slower calls rerun with "
-                        "--timeout %d" % (call, int(float(bound) * 3)))]
+                        "--timeout %d" % (call, calls.retry_timeout(bound)))]
 
 
-RULES = (rule_setup, rule_attr_listings, rule_tensor_reads, rule_dtypes_across_groups, rule_row_counts,
+RULES = (rule_timeout, rule_setup, rule_attr_listings, rule_tensor_reads, rule_dtypes_across_groups, rule_row_counts,
          rule_edges, rule_types, rule_graph_meta, rule_missing_keys, rule_sampling, rule_worker_sampling,
          rule_write_check, rule_crash)
 
 
 def diagnose(facts, options, caller):
-    findings = rule_timeout(facts, options, caller)
-    for rule in RULES:
-        findings.extend(rule(facts, options))
-    return findings  # Tool.document sorts them by severity
+    """Every rule on the facts and the state of the child's calls (facts["caller"] to the rules)."""
+    facts = dict(facts, caller=caller)
+    return [found for rule in RULES for found in rule(facts, options)]  # Tool.document sorts by severity

@@ -4,10 +4,8 @@ import os
 import sys
 import time
 
-from diagnostics_core import calls, sandbox
-from diagnostics_core.calls import CallerState
+from diagnostics_core import calls
 from diagnostics_core.contract import SCRIPTS
-from diagnostics_core.interrupt import Interrupted
 from . import CHILD_FLAG
 from .findings import VERSION, TOOL
 
@@ -41,35 +39,19 @@ def render(facts, findings, options, caller, started, internal_error=None, usage
     return document, exit_code
 
 
+# Each fact section, empty as a crash, kill or signal leaves it.
+EMPTY_SECTIONS = (("setup", None), ("tensor_attrs", None), ("tensors", []), ("edge_attrs", None), ("edges", []),
+                  ("graph_meta", None), ("missing_keys", None), ("sampling", None), ("worker_sampling", None),
+                  ("write_check", {"performed": False}))
+
+
 def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState). What the stores print is
     passed on to stderr. Interrupted (SIGINT/SIGTERM) goes up with the facts published so far."""
-    try:
-        facts, done, outcome, timed_out, crash = calls.run_tool_child(
-            os.path.join(SCRIPTS, "check_store_contract.py"), CHILD_FLAG, options, "call", echo_stderr="[store] ")
-    except Interrupted as stop:
-        stop.facts = with_every_section(dict(stop.facts or {}))
-        stop.facts["child"] = sandbox.call_child_summary(stop.result)
-        raise
-    if done is not None:
-        facts = done["facts"]
-        state = CallerState(**done["caller"])
-    else:
-        state = CallerState(timed_out=timed_out)
-        if crash:
-            facts["crash"] = crash
-            for key in ("sampling", "worker_sampling"):
-                if (facts.get(key) or {}).get("status") == "running":
-                    facts[key]["status"] = "crashed"
-    facts = with_every_section(facts)
-    facts["child"] = sandbox.call_child_summary(outcome)
+    facts, state = calls.gather_in_child(os.path.join(SCRIPTS, "check_store_contract.py"), CHILD_FLAG, options,
+                                         "call", "[store] ", EMPTY_SECTIONS)
+    if facts.get("crash"):  # a loader batch that was running when the child died died with it
+        for key in ("sampling", "worker_sampling"):
+            if (facts.get(key) or {}).get("status") == "running":
+                facts[key]["status"] = "crashed"
     return facts, state
-
-
-def with_every_section(facts):
-    """Sections a crash, kill or signal cut short, present and empty."""
-    for key, value in (("setup", None), ("tensor_attrs", None), ("tensors", []), ("edge_attrs", None),
-                       ("edges", []), ("graph_meta", None), ("missing_keys", None), ("sampling", None),
-                       ("worker_sampling", None), ("write_check", {"performed": False})):
-        facts.setdefault(key, value)
-    return facts
