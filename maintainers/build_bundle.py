@@ -27,7 +27,8 @@ GENERATED = os.path.join(SCRIPTS, "diagnostics_core", "generated")
 # tool -> the module whose build_parser() makes its argparse parser
 PARSER_MODULES = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
                   "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
-                  "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training"}
+                  "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training",
+                  "check_launch": "launch_doctor.cli"}
 HELP_COLUMNS = "80"  # argparse's width when stdout is no terminal and COLUMNS is unset
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 

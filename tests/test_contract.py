@@ -24,11 +24,13 @@ TOOLS = {
     "compare_reports": "cluster-usage-error",
     "ddp_neighbor_training": "ddp-usage-error",
     "profile_loader": "profile-loader-usage-error",
+    "check_launch": "doctor-usage-error",
 }
 LIBRARY = ("diagnostics_core",)
 TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
                  "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",),
-                 "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",)}
+                 "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",),
+                 "check_launch": ("launch_doctor",)}
 EXPLAIN_MAX_LINES = 80
 
 
@@ -168,7 +170,8 @@ def test_the_fast_metadata_answers_match_argparse(tmp_path):
     # The module whose main() parses with argparse (the recipe's fast path runs only as __main__).
     modules = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
                "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
-               "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training"}
+               "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training",
+               "check_launch": "launch_doctor.cli"}
     assert sorted(modules) == sorted(TOOLS)
     for tool, module in sorted(modules.items()):
         for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", TOOLS[tool]], ["--help"]):

@@ -16,6 +16,7 @@ from .topology import parse_version, topology
 USAGE = """\
 %(prog)s JOB_SCRIPT [--sbatch 'ARGS'] [--log LOG ...] [--slurm-version TEXT] [--format json|markdown]
        %(prog)s --command 'LAUNCH LINE' [--sbatch 'ARGS'] [--log LOG ...] [--slurm-version TEXT]
+       %(prog)s --log LOG [--log LOG ...]
        %(prog)s --list-findings | --explain ID"""
 
 
@@ -86,8 +87,10 @@ def main(argv=None):
         answered = cli.metadata_command(TOOL, options)
         if answered is not None:
             return answered
-        if bool(options.script) == bool(options.command):
-            parser.error("give a JOB_SCRIPT or --command LINE (one of them)")
+        if options.script and options.command:
+            parser.error("give a JOB_SCRIPT or --command LINE, not both")
+        if not (options.script or options.command or options.log):
+            parser.error("give a JOB_SCRIPT, --command LINE or --log LOG")
         try:
             overrides = shlex.split(options.sbatch)
         except ValueError as error:
@@ -97,7 +100,7 @@ def main(argv=None):
                 text = reading.read_script(options.script)
                 inputs["script"] = {"path": options.script, "chars": len(text), "lines": text.count("\n") + 1}
             else:
-                text = options.command
+                text = options.command or ""
                 inputs["command"] = options.command
             logs, scanned = [], []
             for path in options.log:
@@ -107,7 +110,7 @@ def main(argv=None):
         except reading.Unreadable as error:
             raise unreadable(error)
         inputs["logs"] = logs
-        job = read_job(text, overrides, "script" if options.script else "command")
+        job = read_job(text, overrides, "script" if options.script else "command" if options.command else "log")
         version_text = options.slurm_version or next((s["slurm_version"] for s in scanned if s["slurm_version"]), None)
         version = parse_version(version_text)
         inputs["slurm_version"] = {"text": version_text, "parsed": list(version) if version else None,

@@ -342,7 +342,7 @@ def rule_input(job, topo, logs):
             "note": "nothing in the script was run or expanded; the topology leaves out what these lines decide"},
             "write the launch with literal values or plain $VARIABLES (e.g. export NPROC=4, then "
             "--nproc-per-node=$NPROC) so the doctor can follow it, or pass the launch line itself with --command"))
-    if not [s for s in topo["steps"] if s["launcher_kind"] in ("torchrun", "mpirun") or s["launcher"] == "srun"]:
+    if job["source"] != "log" and not [s for s in topo["steps"] if s["launcher_kind"] in ("torchrun", "mpirun") or s["launcher"] == "srun"]:
         found.append(finding("doctor-no-launch-line", {"steps_read": len(topo["steps"]),
                                                       "directives": len(job["directives"])},
                              "pass the job script that runs srun/torchrun/mpirun, or the launch line itself: "
