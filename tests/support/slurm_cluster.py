@@ -155,12 +155,12 @@ class Cluster(object):
                 text.append("== %s\n%s" % (name, path.read_text(errors="replace")[-1500:]))
         return "\n".join(text)
 
-    def submit(self, script_path, *sbatch_args, timeout=180):
-        """sbatch --wait a job script; -> (exit code of the job, its log text). The job runs in the
-        script's folder; its output goes to <script>.log there."""
+    def submit(self, script_path, *sbatch_args, chdir=None, timeout=180):
+        """sbatch --wait a job script; -> (exit code of the job, its log text, sbatch's CompletedProcess).
+        The job runs in `chdir` (default: the script's folder); its output goes to <script>.log beside it."""
         script_path = Path(script_path)
         log = script_path.with_suffix(".log")
-        completed = self.run("sbatch", "--wait", "--chdir=%s" % script_path.parent, "--output=%s" % log,
+        completed = self.run("sbatch", "--wait", "--chdir=%s" % (chdir or script_path.parent), "--output=%s" % log,
                              *sbatch_args, script_path, timeout=timeout, check=False)
         text = log.read_text(errors="replace") if log.exists() else ""
         return completed.returncode, text, completed
