@@ -124,7 +124,7 @@ def run_example(cluster, tmp_path, name):
 
 
 @pytest.mark.finding()
-def test_srun_starts_the_ranks_trains_and_matches_the_doctor(cluster, tmp_path):
+def test_srun_starts_the_ranks_trains_and_matches_the_doctor(neighbor_backend, cluster, tmp_path):
     log, computed, recipe = run_example(cluster, tmp_path, "srun-starts-the-ranks")
     assert recipe["ok"] and recipe["gates"]["trained"]["passed"] and recipe["world_size"] == 2
     probed = probes(log)
@@ -150,7 +150,7 @@ def test_the_recipe_epilog_shows_the_tested_srun_launch():
 
 
 @pytest.mark.finding()
-def test_one_torchrun_per_node_trains_and_matches_the_doctor(cluster, tmp_path):
+def test_one_torchrun_per_node_trains_and_matches_the_doctor(neighbor_backend, cluster, tmp_path):
     log, computed, recipe = run_example(cluster, tmp_path, "one-torchrun-per-node")
     assert recipe["ok"] and recipe["gates"]["trained"]["passed"] and recipe["world_size"] == 2
     probed = probes(log)

@@ -153,16 +153,16 @@ def srun_tasks(alloc, options, resolver, notes):
     return nodes, tasks
 
 
-def srun_cpus(alloc, options, env, tasks_per_node, version):
+def srun_cpus(alloc, options, env, tasks_per_node, version, resolver):
     """(CPUs each task is bound to, where that comes from, the step fails) under one SLURM version."""
-    explicit = whole(options.get("cpus-per-task"))
+    explicit = resolver.number(options.get("cpus-per-task")) if options.get("cpus-per-task") else None
     source = "srun --cpus-per-task"
     if explicit is None:
         variable = srun_cpu_variable(version)
-        value = env.get(variable)
+        value = resolver.resolve(env[variable]) if variable in env else None
         if value is None and variable == "SLURM_CPUS_PER_TASK" and alloc["cpus_per_task_set"]:
             value = str(alloc["cpus_per_task"])
-        explicit, source = whole(value), "%s read by srun %s" % (variable, ".".join(map(str, version[:2])))
+        explicit, source = whole(value), "%s read by srun %s" % (variable, version_label(version[:2]))
     on_node = alloc["cpus_on_node"]
     if explicit:  # -c implies --exact since 22.05: each task gets exactly that many
         fails = bool(on_node and tasks_per_node and explicit * tasks_per_node > on_node)
@@ -219,7 +219,7 @@ def step_topology(job, alloc, step, version):
     if step["launcher"] == "srun":
         nodes, tasks = srun_tasks(alloc, step["srun"], resolver, notes)
         per_node = math.ceil(tasks / nodes) if tasks and nodes else None
-        cpus, cpus_source, fails = srun_cpus(alloc, step["srun"], env, per_node, version)
+        cpus, cpus_source, fails = srun_cpus(alloc, step["srun"], env, per_node, version, resolver)
         if fails:
             notes.append("srun fails: %d tasks x %d CPUs exceed the job's %s CPUs on a node (\"More processors "
                          "requested than permitted\")" % (per_node, cpus, alloc["cpus_on_node"]))
@@ -285,9 +285,13 @@ def max_ranks(shape):
     return max(value) if isinstance(value, list) else value
 
 
+def version_label(version):
+    return ".".join(["%d" % version[0]] + ["%02d" % part for part in version[1:2]] + ["%d" % p for p in version[2:]])
+
+
 def versions_to_compute(version):
     if version:
-        return [(".".join(map(str, version)), version)]
+        return [(version_label(version), version)]
     return list(VERSION_RANGES)
 
 
