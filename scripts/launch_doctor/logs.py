@@ -27,6 +27,16 @@ VERSION_LINE = re.compile(r"^slurm(?:-wlm)? (\d{2}\.\d{2}\.\d+)\s*$")
 EVIDENCE_CHARS = 500
 
 
+def task_count(spec):
+    """srun's task list "0-1,3" -> 3."""
+    total = 0
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            total += (int(high) - int(low) + 1) if high else 1
+    return total
+
+
 def scan(name, log, deadline):
     """-> {"signatures": {id: {"line", "text", "count"}}, "agents": pids, "srun_tasks": [...], "version",
     "partial": True when the deadline came first}."""
@@ -52,8 +62,8 @@ def scan(name, log, deadline):
                 agents.add(int(match.group(1)))
             match = SRUN_TASK.search(line)
             if match and len(tasks) < 64:
-                tasks.append({"node": match.group(1), "tasks": match.group(2), "line": where,
-                              "text": line[:EVIDENCE_CHARS]})
+                tasks.append({"node": match.group(1), "tasks": match.group(2), "count": task_count(match.group(2)),
+                              "line": where, "text": line[:EVIDENCE_CHARS]})
                 nodes.add(match.group(1))
             match = VERSION_LINE.match(line.strip())
             if match and version is None:

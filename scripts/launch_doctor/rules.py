@@ -60,19 +60,28 @@ def rule_nested_launcher(job, topo, logs):
                    % (step["tasks"], step["nodes"], step["nnodes"], step["agents_joined"], step["world_size"])}),
             fix))
     for log in logs:
-        nodes = set(log["failed_nodes"]) or set()
-        node_count = len(nodes) or topo["allocation"]["nodes"] or 0
-        if log["agents"] > 1 and node_count and log["agents"] > node_count and (
-                "doctor-log-store-lost" in log["signatures"]):
-            found.append(finding("doctor-nested-launcher", {
-                "file": log["file"], "torchrun_agents_logged": log["agents"], "agent_pids": log["agent_pids"][:16],
-                "nodes": node_count, "failed_tasks": log["srun_failed_tasks"][:8],
-                "store_lost": log["signatures"]["doctor-log-store-lost"],
-                "why": "%d torchrun agents (distinct process ids in torch/distributed/run.py and elastic lines) on "
-                       "%d nodes: more than one agent per node, and the extra ones lost the store"
-                       % (log["agents"], node_count)},
-                "start one torchrun per node: #SBATCH --ntasks-per-node=1 with #SBATCH --cpus-per-task=<all the "
-                "cores the node's ranks need>; %s JOB_SCRIPT shows the corrected lines" % TOOL_COMMAND()))
+        if log["agents"] < 2 or "doctor-log-store-lost" not in log["signatures"]:
+            continue
+        per_node = {}
+        for entry in log["srun_failed_tasks"]:
+            per_node[entry["node"]] = per_node.get(entry["node"], 0) + entry["count"]
+        nodes = topo["allocation"]["nodes"] if job["source"] != "log" else len(per_node) or None
+        crowded = sorted(node for node, count in per_node.items() if count > 1)
+        if not crowded and not (nodes and log["agents"] > nodes):
+            continue
+        why = "%d torchrun agents logged (distinct process ids in torch/distributed/run.py and elastic lines)" % (
+            log["agents"])
+        if crowded:
+            why += "; srun reports several failed tasks of the step on %s: more than one agent per node" % (
+                ", ".join(crowded))
+        else:
+            why += " for %d node(s): more than one agent per node" % nodes
+        found.append(finding("doctor-nested-launcher", {
+            "file": log["file"], "torchrun_agents_logged": log["agents"], "agent_pids": log["agent_pids"][:16],
+            "failed_tasks_per_node": per_node, "failed_tasks": log["srun_failed_tasks"][:8],
+            "store_lost": log["signatures"]["doctor-log-store-lost"], "why": why + ", and the extra ones lost the store"},
+            "start one torchrun per node: #SBATCH --ntasks-per-node=1 with #SBATCH --cpus-per-task=<all the "
+            "cores the node's ranks need>; %s JOB_SCRIPT shows the corrected lines" % TOOL_COMMAND()))
     return found
 
 
