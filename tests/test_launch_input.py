@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import ENABLE, ROOT, clean_env, invoke_tool
+from conftest import ENABLE, ROOT, clean_env, diagnoses, invoke_checker, invoke_tool
 
 TOOL = ROOT / "scripts" / "check_launch.py"
 DEADLINE_S = 15
@@ -245,3 +245,23 @@ def test_an_internal_error_still_prints_one_document(tmp_path):
     assert completed.returncode == 3 and document["status"] == "internal-error"
     assert [f["id"] for f in document["findings"]] == ["doctor-internal-error"]
     assert "rule bug" in document["findings"][0]["evidence"]["error"]
+
+
+# What a torchrun worker of the measured double launch saw (2 nodes x 2 srun tasks, one agent per task).
+WORKER_OF_A_DOUBLE_LAUNCH = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NUM_NODES": "2", "SLURM_NTASKS": "4",
+                             "SLURM_NNODES": "2", "SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NODEID": "1",
+                             "TORCHELASTIC_RUN_ID": "1", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "RANK": "2",
+                             "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n1",
+                             "MASTER_PORT": "29411", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+@diagnoses("launch-several-agents-per-node")
+@pytest.mark.finding("launch-several-agents-per-node")
+def test_the_checker_inside_a_worker_names_several_agents_per_node():
+    result = invoke_checker("--static-only", env=clean_env(WORKER_OF_A_DOUBLE_LAUNCH), detail="compact")
+    found = result.only("launch-several-agents-per-node")
+    assert found["evidence"]["SLURM_STEP_NUM_TASKS"] == 4 and found["evidence"]["agents_per_node"] == 2
+    assert "--ntasks-per-node=1" in found["fix"] and "check_launch.py" in found["fix"]
+    one_per_node = dict(WORKER_OF_A_DOUBLE_LAUNCH, SLURM_STEP_NUM_TASKS="2", SLURM_NTASKS="2")
+    quiet = invoke_checker("--static-only", env=clean_env(one_per_node), detail="compact")
+    assert "launch-several-agents-per-node" not in quiet.ids()
