@@ -265,3 +265,19 @@ def test_the_checker_inside_a_worker_names_several_agents_per_node():
     one_per_node = dict(WORKER_OF_A_DOUBLE_LAUNCH, SLURM_STEP_NUM_TASKS="2", SLURM_NTASKS="2")
     quiet = invoke_checker("--static-only", env=clean_env(one_per_node), detail="compact")
     assert "launch-several-agents-per-node" not in quiet.ids()
+
+
+@pytest.mark.finding("doctor-line-not-understood", "doctor-port-clash")
+def test_huge_lines_and_generated_scripts_end_within_the_deadline(tmp_path):
+    one_line = tmp_path / "one-line.sbatch"
+    one_line.write_text("#!/bin/bash\nsrun torchrun " + "x" * ((1 << 20) - 100) + "\n")
+    lines = doctor(one_line).only("doctor-line-not-understood")["evidence"]["lines"]
+    assert lines[0]["line"] == 2 and "characters" in lines[0]["why"][0]
+    generated = tmp_path / "generated.sbatch"
+    step = "srun -n1 --exact torchrun --nnodes=1 --master-port=29500 --no-python true &\n"
+    generated.write_text("#!/bin/bash\n#SBATCH --nodes=2\n" + step * (((1 << 20) - 100) // len(step)))
+    result = doctor(generated)
+    assert len(result.findings("doctor-port-clash")) == 1  # one finding per port, however many steps
+    assert result.only("doctor-port-clash")["evidence"]["steps_on_this_port"] == 200
+    assert "counted, not analysed" in json.dumps(result.only("doctor-line-not-understood")["evidence"])
+    assert len(result.stdout) < 400000

@@ -7,7 +7,7 @@ from diagnostics_core import cli
 from . import reading
 from .findings import TOOL, finding
 from .logs import scan
-from .parse import read_job
+from .parse import LINE_MAX_CHARS, read_job
 from .render import emit, render
 from .rules import diagnose
 from .topology import parse_version, topology
@@ -55,7 +55,7 @@ exit codes:
 
 
 LIMITS = {"script_max_bytes": reading.SCRIPT_MAX_BYTES, "log_window_bytes": reading.LOG_WINDOW_BYTES,
-          "line_max_chars": reading.LINE_MAX_CHARS}
+          "log_line_max_chars": reading.LINE_MAX_CHARS, "script_line_max_chars": LINE_MAX_CHARS}
 
 
 def build_parser():
@@ -68,7 +68,7 @@ def build_parser():
     parser.add_argument("--log", action="append", default=[], metavar="LOG", help="a log of the job (repeatable)")
     parser.add_argument("--slurm-version", metavar="TEXT", help="the SLURM version, e.g. \"$(srun --version)\"")
     parser.add_argument("--timeout", type=cli.seconds, default=30.0, metavar="SECONDS",
-                        help="stop reading logs after this long (default 30)")
+                        help="stop reading the script and logs after this long (default 30)")
     return parser
 
 
@@ -110,7 +110,8 @@ def main(argv=None):
         except reading.Unreadable as error:
             raise unreadable(error)
         inputs["logs"] = logs
-        job = read_job(text, overrides, "script" if options.script else "command" if options.command else "log")
+        job = read_job(text, overrides, "script" if options.script else "command" if options.command else "log",
+                       deadline=started + options.timeout)
         version_text = options.slurm_version or next((s["slurm_version"] for s in scanned if s["slurm_version"]), None)
         version = parse_version(version_text)
         inputs["slurm_version"] = {"text": version_text, "parsed": list(version) if version else None,

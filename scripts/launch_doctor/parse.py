@@ -20,7 +20,8 @@ FIRST_NODE_IDIOMS = (
 PYTHON = re.compile(r"^python[0-9.]*$")
 WRAPPERS = ("exec", "time", "nohup", "command", "builtin", "stdbuf", "nice", "numactl", "taskset", "timeout")
 SHELLS = ("bash", "sh", "zsh", "dash", "ksh")
-LAUNCHERS = ("srun", "torchrun", "mpirun", "mpiexec", "orterun", "python")
+LINE_MAX_CHARS = 16384  # shlex slows down quadratically on one huge word: a longer line is reported, not read
+MAX_STEPS = 200  # a job script with more launch lines is generated: the rest is counted, not analysed
 
 
 def replace_idioms(line):
@@ -121,8 +122,10 @@ def program_in_line(line):
     return {"kind": "other", "name": "(no launcher in the shell string)", "env": env}
 
 
-def read_job(text, overrides=(), source="script"):
-    """-> the job as data: directives, allocation options, exports, steps, not_understood."""
+def read_job(text, overrides=(), source="script", deadline=None):
+    """-> the job as data: directives, allocation options, exports, steps, not_understood. Lines past
+    `deadline` (time.time() seconds) are counted, not read."""
+    import time
     job = {"source": source, "directives": [], "allocation_options": {}, "option_sources": {},
            "overrides": list(overrides), "exports": {}, "steps": [], "not_understood": [], "unknown_options": []}
     lines = shell.logical_lines(text)
@@ -143,9 +146,17 @@ def read_job(text, overrides=(), source="script"):
             job["option_sources"][name] = {"line": None, "text": "sbatch " + " ".join(overrides)}
         job["unknown_options"] += unknown
     exports = job["exports"]
-    for number, line in lines:
+    for position, (number, line) in enumerate(lines):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
+            continue
+        if deadline is not None and time.time() > deadline:
+            job["not_understood"].append({"line": number, "text": line, "why": [
+                "the deadline came: this line and the %d after it were not read" % (len(lines) - position - 1)]})
+            break
+        if len(line) > LINE_MAX_CHARS:
+            job["not_understood"].append({"line": number, "text": line[:500], "why": [
+                "a line of %d characters (over %d): not read" % (len(line), LINE_MAX_CHARS)]})
             continue
         known = replace_idioms(line)
         tricks = shell.tricks(known)
@@ -163,6 +174,9 @@ def read_job(text, overrides=(), source="script"):
 
 def read_command(job, words, background, number, line, exports, partial):
     if not words:
+        return
+    if len(job["steps"]) >= MAX_STEPS:
+        job["steps_not_analysed"] = job.get("steps_not_analysed", 0) + 1
         return
     if words[0] == "export":
         for word in words[1:]:

@@ -7,6 +7,7 @@ import time
 from diagnostics_core.markdown import cell, code
 from diagnostics_core.text import write_json, write_text
 from .findings import GATE, TOOL, TOOL_VERSION
+from .parse import FIRST_NODE
 
 
 def public_step(step):
@@ -42,7 +43,7 @@ def rendezvous_cell(step):
     rdzv = step.get("rendezvous")
     if not rdzv:
         return "-"
-    text = "%s %s" % (rdzv["backend"], rdzv["endpoint"])
+    text = "%s %s" % (rdzv["backend"], rdzv["endpoint"].replace(FIRST_NODE, "(first node)"))
     if rdzv.get("id"):
         text += " id=%s" % rdzv["id"]
     return text

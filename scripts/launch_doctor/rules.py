@@ -289,8 +289,9 @@ def rule_unique(job, topo, logs):
 
 
 def rule_ports(job, topo, logs):
-    """Steps that overlap in time (a step ended with & runs until `wait`) must not share a port."""
-    found, running = [], []
+    """Steps that overlap in time (a step ended with & runs until `wait`) must not share a port:
+    one finding per port, naming the first two steps and how many clash."""
+    clashes, running = {}, []
     by_line = dict((s["line"], s) for s in topo["steps"])
     for entry in job["steps"]:
         if entry["kind"] == "wait":
@@ -300,18 +301,25 @@ def rule_ports(job, topo, logs):
         if step is None or not step.get("rendezvous") or step["rendezvous"]["port"] is None:
             continue
         port = step["rendezvous"]["port"]
-        for other in running:
-            if other["rendezvous"]["port"] == port and other["line"] != step["line"]:
-                found.append(finding("doctor-port-clash", {
-                    "port": port, "first": line_evidence(other), "second": line_evidence(step),
-                    "why": "both steps run at once (the first ends with &) and bind the same port on the node "
-                           "that hosts them: the second fails with 'address already in use'"},
-                    "give the second step its own port, e.g. %s" % (
-                        replace_option(step["text"].strip(), ("--rdzv-endpoint", "--rdzv_endpoint"),
-                                       "%s:%d" % (step["rendezvous"]["host"] or "$MASTER_ADDR", port + 1))
-                        or "MASTER_PORT=%d for the second step" % (port + 1))))
+        other = next((o for o in running if o["rendezvous"]["port"] == port and o["line"] != step["line"]), None)
+        if other is not None:
+            clash = clashes.setdefault(port, {"first": other, "second": step, "steps": set()})
+            clash["steps"].update((other["line"], step["line"]))
         if step["background"]:
             running.append(step)
+    found = []
+    for port, clash in sorted(clashes.items()):
+        step = clash["second"]
+        fixed = replace_option(step["text"].strip(), ("--rdzv-endpoint", "--rdzv_endpoint"),
+                               "%s:%d" % (step["rendezvous"]["host"] or "$MASTER_ADDR", port + 1)) or \
+            replace_option(step["text"].strip(), ("--master-port", "--master_port"), str(port + 1)) or \
+            "MASTER_PORT=%d for the second step" % (port + 1)
+        found.append(finding("doctor-port-clash", {
+            "port": port, "first": line_evidence(clash["first"]), "second": line_evidence(step),
+            "steps_on_this_port": len(clash["steps"]),
+            "why": "these steps run at once (the earlier ones end with &) and bind the same port on the node "
+                   "that hosts them: the later ones fail with 'address already in use'"},
+            "give each concurrent step its own port, e.g. line %d as: %s" % (step["line"], fixed)))
     return found
 
 
@@ -344,6 +352,10 @@ def rule_log_signatures(job, topo, logs):
 
 def rule_input(job, topo, logs):
     found = []
+    if job.get("steps_not_analysed"):
+        job["not_understood"].append({"line": None, "text": "", "why": [
+            "%d commands past the first %d launch lines were counted, not analysed" % (
+                job["steps_not_analysed"], len(job["steps"]))]})
     if job["not_understood"]:
         found.append(finding("doctor-line-not-understood", {
             "lines": [dict(item, text=item["text"][:EVIDENCE_CHARS]) for item in job["not_understood"][:20]],
