@@ -281,3 +281,15 @@ def test_huge_lines_and_generated_scripts_end_within_the_deadline(tmp_path):
     assert result.only("doctor-port-clash")["evidence"]["steps_on_this_port"] == 200
     assert "counted, not analysed" in json.dumps(result.only("doctor-line-not-understood")["evidence"])
     assert len(result.stdout) < 400000
+
+
+def test_torch_distributed_run_and_mpirun_lines_compute():
+    step = doctor("--command", "srun python -u -m torch.distributed.run --nnodes 2 --nproc_per_node 4 --rdzv_backend "
+                               "c10d --rdzv_endpoint $MASTER_ADDR:29400 --rdzv_id $SLURM_JOB_ID train.py",
+                  "--sbatch", "--nodes=2 --ntasks-per-node=1 --cpus-per-task=16").json["topology"]["steps"][0]
+    assert (step["launcher_kind"], step["agents"], step["world_size"], step["cpus_per_task"], step["cpus_per_rank"]) \
+        == ("torchrun", 2, 8, 16, 4.0)
+    step = doctor("--command", "mpirun -np 8 --map-by ppr:4:node python train.py",
+                  "--sbatch", "-N 2 --ntasks-per-node=4").json["topology"]["steps"][0]
+    assert (step["launcher_kind"], step["nodes"], step["world_size"], step["ranks_per_node"], step["cpus_per_rank"]) \
+        == ("mpirun", 2, 8, 4, 1.0)

@@ -266,6 +266,8 @@ def step_topology(job, alloc, step, version):
         per = per or (int(map_by.group(1)) if map_by else None)
         ranks = np_count or (per * (alloc["nodes"] or 1) if per else None)
         ranks_per_node = per or (math.ceil(ranks / (alloc["nodes"] or 1)) if ranks else None)
+        if step["launcher"] != "srun":  # mpirun in the batch shell places its ranks on every node of the job
+            shape.update(nodes=alloc["nodes"], tasks=ranks, tasks_per_node=ranks_per_node)
         shape.update(launcher_kind="mpirun", world_size=ranks, ranks_per_node=ranks_per_node,
                      cpus_per_rank=round(cpus / ranks_per_node, 3) if cpus and ranks_per_node and step[
                          "launcher"] != "srun" else cpus,
