@@ -270,7 +270,7 @@ COUNT_MISMATCH = """#!/bin/bash
 #SBATCH --ntasks-per-node=1
 export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 srun torchrun --nnodes=3 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29422 \\
-    --rdzv-id=$SLURM_JOB_ID --rdzv-conf=join_timeout=5 --no-python true
+    --rdzv-id=$SLURM_JOB_ID --rdzv-conf=join_timeout=3 --no-python true
 """
 
 

@@ -166,28 +166,46 @@ class Cluster(object):
         return completed.returncode, text, completed
 
     def stop(self):
-        """Stop every daemon by the pid its own pid file names (slurmd first, munged last)."""
-        for pid_file in reversed(self.pid_files):
+        """Stop every daemon by the pid its own pid file names: the SLURM daemons together, munged last
+        (they authenticate through it while shutting down)."""
+        pids = []
+        for pid_file in self.pid_files:
             try:
-                pid = int(pid_file.read_text().split()[0])
+                pids.append(int(pid_file.read_text().split()[0]))
             except (OSError, ValueError, IndexError):
-                continue
+                pids.append(None)
+        slurm, munge = [p for p in pids[1:] if p], [p for p in pids[:1] if p]
+        for group in (slurm, munge):
+            self.end(group)
+
+    @staticmethod
+    def end(pids, grace=15):
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
-                continue
-            deadline = time.time() + 15
-            while time.time() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.1)
-            else:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                pass
+        deadline = time.time() + grace
+        alive = list(pids)
+        while alive and time.time() < deadline:
+            alive = [pid for pid in alive if running(pid)]
+            time.sleep(0.1)
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie of ours (none here: the daemons fork away) would count as gone
+        return Path("/proc/%d/stat" % pid).read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def daemons_under(root):
