@@ -307,3 +307,19 @@ def test_two_concurrent_steps_on_one_port_clash_and_are_named(cluster, tmp_path)
                                                    clash["evidence"]["second"]["line"]) == (4, 6)
     assert "29434" in clash["fix"]
     assert "address already in use" in computed.only("doctor-log-address-in-use")["evidence"]["text"]
+
+
+def test_the_gathering_line_starts_one_task_per_node_in_a_job_of_several(cluster, tmp_path):
+    """The references' srun line that gathers one checker report per node, in a job of 2 tasks per node."""
+    text = DOCS.read_text()
+    line = next(l for l in text.splitlines() if l.startswith("srun ") and "check_sampling_backends.py > reports" in l)
+    header = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n"
+    probe_line = re.sub(r"bash -c '.*'$", PROBE, line)
+    assert probe_line != line
+    script = write(tmp_path, "gather.sbatch", header + probe_line + "\n")
+    code, log, _ = cluster.submit(script)
+    assert code == 0, log
+    measured = probes(log)
+    step = step_at(doctor(write(tmp_path, "gather.original.sbatch", header + line + "\n")).json, r"^srun ")
+    assert per_node(measured) == {"n1": 1, "n2": 1} and step["tasks_per_node"] == 1 and step["tasks"] == 2
+    assert set(c for _, _, c in measured) == {step["cpus_per_task"]} == {2}
