@@ -28,7 +28,8 @@ GENERATED = os.path.join(SCRIPTS, "diagnostics_core", "generated")
 PARSER_MODULES = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
                   "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
                   "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training",
-                  "plan_capacity": "capacity_planner.cli"}
+                  "plan_capacity": "capacity_planner.cli",
+                  "check_launch": "launch_doctor.cli"}
 HELP_COLUMNS = "80"  # argparse's width when stdout is no terminal and COLUMNS is unset
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 

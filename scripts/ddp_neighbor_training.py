@@ -54,15 +54,22 @@ launch styles:
                variables mapped as below) the script is one worker: it reads
                RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
                MASTER_PORT and ignores --nprocs/--master-addr/--master-port.
-  SLURM        export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK
+  SLURM        srun starts the ranks, in a job of #SBATCH --nodes,
+               --ntasks-per-node and --cpus-per-task with MASTER_ADDR and
+               MASTER_PORT exported:
                srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
                  LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE \\
-                 python scripts/ddp_neighbor_training.py'
-               with MASTER_ADDR and MASTER_PORT exported beforehand, and
-               #SBATCH --ntasks-per-node (which sets SLURM_NTASKS_PER_NODE) and
-               #SBATCH --cpus-per-task=N. Since Slurm 22.05 srun does not inherit
-               --cpus-per-task: without SRUN_CPUS_PER_TASK each task may get one
-               core for its main process and all its loader workers.
+                 python scripts/ddp_neighbor_training.py --num-neighbors 10,5 \\
+                 --batch-size 64 --epochs 3'
+               or one torchrun per node (#SBATCH --ntasks-per-node=1, then
+               srun torchrun --nnodes=$SLURM_NNODES ...); never srun torchrun
+               with several tasks per node: srun starts one agent per task.
+               Measured on SLURM 22.05.8: without a -c each task gets the job's
+               CPUs on its node divided among the step's tasks; a -c (given to
+               srun, or read from SRUN_CPUS_PER_TASK in 22.05 to 23.02 and from
+               SLURM_CPUS_PER_TASK before 22.05 and since 23.11) binds each task
+               to exactly that many. Check a job script before submitting it:
+               python3 scripts/check_launch.py JOB_SCRIPT --format markdown
                Without LOCAL_WORLD_SIZE the script falls back to
                SLURM_NTASKS_PER_NODE, and takes WORLD_SIZE as the local count
                only when nothing says the job spans several nodes; it refuses

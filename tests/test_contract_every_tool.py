@@ -25,12 +25,14 @@ TOOLS = {
     "ddp_neighbor_training": "ddp-usage-error",
     "profile_loader": "profile-loader-usage-error",
     "plan_capacity": "plan-usage-error",
+    "check_launch": "doctor-usage-error",
 }
 LIBRARY = ("diagnostics_core",)
 TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
                  "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",),
                  "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",),
-                 "plan_capacity": ("capacity_planner",)}
+                 "plan_capacity": ("capacity_planner",),
+                 "check_launch": ("launch_doctor",)}
 EXPLAIN_MAX_LINES = 80
 
 
@@ -218,7 +220,8 @@ def test_the_fast_metadata_answers_match_argparse(tmp_path):
     modules = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
                "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
                "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training",
-               "plan_capacity": "capacity_planner.cli"}
+               "plan_capacity": "capacity_planner.cli",
+               "check_launch": "launch_doctor.cli"}
     assert sorted(modules) == sorted(TOOLS)
     for tool, module in sorted(modules.items()):
         for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", TOOLS[tool]], ["--help"]):

@@ -37,7 +37,8 @@ REFERENCES = sorted(
 DOCS = [SKILL] + REFERENCES
 TROUBLESHOOTING = os.path.join(REPO, "references", "troubleshooting.md")
 CHECKER_SCRIPTS = ("check_sampling_backends.py", "check_store_contract.py", "check_partition.py",
-                   "compare_reports.py", "ddp_neighbor_training.py", "profile_loader.py", "plan_capacity.py")
+                   "compare_reports.py", "ddp_neighbor_training.py", "profile_loader.py", "plan_capacity.py",
+                   "check_launch.py")
 
 EXPECTED_FRONTMATTER = {
     "name": "scalable-distributed",

@@ -10,8 +10,8 @@ from .rules_hardware import rule_cpu, rule_gates_cuda_distributed, rule_gpu, rul
 from .rules_faults import rule_nvml_faults, rule_unreadable_files
 from .rules_launch import (rule_backend_requested, rule_launch_values_invalid, rule_launcher_rank_ranges,
                            rule_local_rank_device, rule_master_incomplete, rule_multi_node_names,
-                           rule_socket_ifnames, rule_torch_rank_ranges, rule_torchrun_slurm_mismatch,
-                           rule_world_size_layout)
+                           rule_several_agents_per_node, rule_socket_ifnames, rule_torch_rank_ranges,
+                           rule_torchrun_slurm_mismatch, rule_world_size_layout)
 
 
 RULES = (
@@ -40,6 +40,7 @@ RULES = (
     rule_socket_ifnames,
     rule_multi_node_names,
     rule_world_size_layout,
+    rule_several_agents_per_node,
     rule_cpu,
     rule_nvml,
     rule_gpu,

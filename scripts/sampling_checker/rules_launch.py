@@ -2,6 +2,7 @@
 
 import os
 
+from diagnostics_core.contract import script_command
 from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces
 from .findings import finding
 from .tables import HOSTS_FILE, LAUNCH_INT_VARIABLES, MPI_RANK_PAIRS, SLURM_RANK_PAIRS
@@ -235,3 +236,31 @@ def rule_backend_requested(facts, options):
             fix="use init_process_group(backend='%s') here, or install a torch build with %s"
             % (available[0] if available else "gloo", backend))]
     return []
+
+
+def environment_count(name):
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def rule_several_agents_per_node(facts, options):
+    """Inside a torchrun worker that srun started: more srun tasks than nodes in the step means one
+    torchrun agent per task, several per node, racing for a rendezvous sized for one per node."""
+    if facts["environment"]["launcher"] != "torchrun" or not any(k.startswith("TORCHELASTIC_") for k in os.environ):
+        return []
+    tasks, nodes = environment_count("SLURM_STEP_NUM_TASKS"), environment_count("SLURM_STEP_NUM_NODES")
+    names = ("SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_NODES")
+    if tasks is None or nodes is None:
+        tasks, nodes = environment_count("SLURM_NTASKS"), environment_count("SLURM_NNODES")
+        names = ("SLURM_NTASKS", "SLURM_NNODES")
+    if tasks is None or nodes is None or tasks <= nodes:
+        return []
+    return [finding("launch-several-agents-per-node", {
+        names[0]: tasks, names[1]: nodes, "agents_per_node": -(-tasks // nodes),
+        "TORCHELASTIC_RUN_ID": os.environ.get("TORCHELASTIC_RUN_ID"),
+        "GROUP_WORLD_SIZE": launch_value(facts["environment"]["launch"], "GROUP_WORLD_SIZE"),
+        "why": "srun started %d torchrun agents on %d nodes; a rendezvous of --nnodes agents takes the first "
+               "ones, the others fail with RendezvousConnectionError when the store's host exits" % (tasks, nodes)},
+        fix="one torchrun per node: #SBATCH --ntasks-per-node=1 with --cpus-per-task set to the cores of all of "
+            "a node's ranks (or srun --ntasks=$SLURM_NNODES --ntasks-per-node=1 --cpus-per-task=N torchrun ...); "
+            "check the job script: %s JOB_SCRIPT" % script_command("check_launch.py"))]

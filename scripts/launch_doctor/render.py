@@ -1,0 +1,112 @@
+"""Rendering: the JSON document, and markdown with the topology as a table."""
+
+import json
+import sys
+import time
+
+from diagnostics_core.markdown import cell, code
+from diagnostics_core.text import write_json, write_text
+from .findings import GATE, TOOL, TOOL_VERSION
+from .parse import FIRST_NODE
+
+
+def public_step(step):
+    shown = dict((k, v) for k, v in step.items() if k != "version_shapes")
+    return shown
+
+
+def render(findings, started, inputs=None, topology=None, limits=None, internal_error=None, usage_error=False):
+    errors = any(f["severity"] == "error" for f in findings)
+    gates = {} if usage_error or internal_error is not None else {GATE: {"passed": not errors}}
+    meta = {"name": "check_launch.py", "version": TOOL_VERSION, "argv": sys.argv[1:],
+            "elapsed_s": round(time.time() - started, 3), "read_only": True, "executes_input": False}
+    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
+    document["inputs"] = inputs or {}
+    document["limits"] = limits or {}
+    if topology is not None:
+        document["topology"] = {"allocation": topology["allocation"],
+                                "steps": [public_step(s) for s in topology["steps"]]}
+    else:
+        document["topology"] = None
+    return document, exit_code
+
+
+def show(value):
+    if value is None:
+        return "?"
+    if isinstance(value, list):
+        return "%s-%s" % (value[0], value[1]) if value[0] != value[1] else str(value[0])
+    return str(value)
+
+
+def rendezvous_cell(step):
+    rdzv = step.get("rendezvous")
+    if not rdzv:
+        return "-"
+    text = "%s %s" % (rdzv["backend"], rdzv["endpoint"].replace(FIRST_NODE, "(first node)"))
+    if rdzv.get("id"):
+        text += " id=%s" % rdzv["id"]
+    return text
+
+
+COLUMNS = (("line", lambda s: s["line"]), ("launcher", lambda s: "%s > %s" % (s["launcher"], s["program"])),
+           ("nodes", lambda s: s["nodes"]), ("tasks/node", lambda s: s["tasks_per_node"]),
+           ("CPUs/task", lambda s: s["cpus_per_task"] if s["cpus_per_task"] is not None else (
+               "by version" if s.get("by_version") else None)),
+           ("agents (joined)", lambda s: "%s (%s)" % (s["agents"], s["agents_joined"]) if "agents" in s else "-"),
+           ("ranks/node", lambda s: s.get("ranks_per_node")), ("world", lambda s: s.get("world_size")),
+           ("CPUs/rank", lambda s: s.get("cpus_per_rank")),
+           ("threads/rank", lambda s: (s.get("threads_per_rank") or {}).get("value") or "default"),
+           ("GPUs/rank", lambda s: s.get("gpus_per_rank") if s.get("gpus_per_rank") is not None else "-"),
+           ("rendezvous", rendezvous_cell))
+
+
+def to_markdown(document):
+    lines = ["# Launch doctor: %s (exit %d)" % (document["status"], document["exit_code"]), ""]
+    inputs = document.get("inputs") or {}
+    if inputs.get("slurm_version"):
+        version = inputs["slurm_version"]
+        lines.append("SLURM: %s" % cell(version.get("text") or "not given (CPU figures shown per version range)"))
+    topology = document.get("topology")
+    if topology:
+        alloc = topology["allocation"]
+        lines.append("Allocation: %s node(s), %s task(s) per node, %s CPU(s) per task (%s per node), %s GPU(s) per "
+                     "node" % tuple(cell(show(alloc[k])) for k in ("nodes", "tasks_on_node", "cpus_per_task",
+                                                                  "cpus_on_node", "gpus_per_node")))
+        lines.append("")
+        if topology["steps"]:
+            lines += ["| " + " | ".join(name for name, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+            for step in topology["steps"]:
+                lines.append("| " + " | ".join(cell(show(get(step))) for _, get in COLUMNS) + " |")
+            lines.append("")
+            for step in topology["steps"]:
+                for note in step.get("notes") or []:
+                    lines.append("- line %s: %s" % (step["line"], cell(note)))
+                for label, values in sorted((step.get("by_version") or {}).items()):
+                    lines.append("- line %s, SLURM %s: %s CPU(s) per task, %s per rank (%s)" % (
+                        step["line"], cell(label), cell(show(values.get("cpus_per_task"))),
+                        cell(show(values.get("cpus_per_rank"))), cell(values.get("cpus_source"))))
+            lines.append("")
+    for item in document["findings"]:
+        lines.append("## %s %s: %s" % (cell(item["severity"]), code(item["id"]), cell(item["title"])))
+        evidence = item["evidence"] if isinstance(item["evidence"], dict) else {"value": item["evidence"]}
+        if "text" in evidence:
+            lines.append("- line %s: %s" % (cell(evidence.get("line")), code(evidence["text"])))
+        why = evidence.get("why") or "; ".join(evidence.get("problems") or [])
+        if why:
+            lines.append("- why: %s" % cell(why))
+        rest = dict((k, v) for k, v in evidence.items() if k not in ("text", "line", "why", "problems"))
+        if rest:
+            lines.append("- evidence: %s" % code(json.dumps(rest, sort_keys=True)[:600]))
+        if item["fix"]:
+            lines.append("- fix: %s" % code(item["fix"]))
+        lines.append("- docs: %s" % cell(item["docs"]))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def emit(document, options):
+    if getattr(options, "format", "json") == "markdown":
+        write_text(to_markdown(document))
+    else:
+        write_json(document, getattr(options, "pretty", False))

@@ -1,0 +1,295 @@
+"""The launch doctor on what users paste: launch lines it must get right without a cluster, and hostile
+input (binary files, a 100 MB log, shell tricks, unbalanced quotes) that must end in a clear finding
+within a deadline, with nothing in the input ever run."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import ENABLE, ROOT, clean_env, diagnoses, invoke_checker, invoke_tool
+
+TOOL = ROOT / "scripts" / "check_launch.py"
+DEADLINE_S = 15
+
+
+def doctor(*args, expect=(0, 1)):
+    started = time.time()
+    result = invoke_tool("check_launch.py", *args, env=clean_env(), timeout=60)
+    assert time.time() - started < DEADLINE_S, "the doctor took %.1fs" % (time.time() - started)
+    assert result.returncode in expect, (result.returncode, result.stderr[-2000:], result.stdout[-2000:])
+    return result
+
+
+def doctor_markdown(*args):
+    started = time.time()
+    completed = subprocess.run([sys.executable, str(TOOL)] + [str(a) for a in args] + ["--format", "markdown"],
+                               capture_output=True, text=True, timeout=60, env=clean_env(), stdin=subprocess.DEVNULL)
+    assert time.time() - started < DEADLINE_S and completed.returncode in (0, 1), completed.stderr[-2000:]
+    assert completed.stdout.startswith("# Launch doctor: ")
+    return completed.stdout
+
+
+ISSUE_DOUBLE_LAUNCH = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun torchrun --nnodes=2 --nproc_per_node=4 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 \\
+    --rdzv-id=$SLURM_JOB_ID train.py
+"""
+
+
+@pytest.mark.finding("doctor-nested-launcher")
+def test_the_issues_double_launch_is_eight_agents_for_two(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text(ISSUE_DOUBLE_LAUNCH)
+    result = doctor(script, "--slurm-version", "slurm 22.05.8")
+    assert result.returncode == 1 and result.ids()[0] == "doctor-nested-launcher"
+    step = result.json["topology"]["steps"][0]
+    assert (step["agents"], step["agents_per_node"], step["agents_joined"], step["agents_failing"],
+            step["world_size"], step["cpus_per_task"], step["cpus_per_rank"]) == (8, 4, 2, 6, 8, 1, 0.25)
+    assert step["ranks_per_node"] == [4, 8]  # the race: both joined agents may sit on one node
+    fix = result.only("doctor-nested-launcher")["fix"]
+    assert "#SBATCH --ntasks-per-node=1" in fix and "#SBATCH --cpus-per-task=4" in fix
+    markdown = doctor_markdown(script, "--slurm-version", "slurm 22.05.8")
+    assert "| 5 | srun &gt; torchrun | 2 | 4 | 1 | 8 (2) | 4-8 | 8 | 0.25 | 1 |" in markdown
+
+
+@pytest.mark.finding("doctor-rendezvous-unreachable", "doctor-rendezvous-not-unique", "doctor-omp-one-thread")
+def test_a_loopback_endpoint_a_fixed_id_and_one_thread_on_many_cores():
+    result = doctor("--command", "srun torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d "
+                                 "--rdzv-endpoint=localhost:29400 train.py",
+                    "--sbatch", "--nodes=2 --ntasks-per-node=1 --cpus-per-task=8", "--slurm-version", "23.11.4")
+    assert result.returncode == 1
+    unreachable = result.only("doctor-rendezvous-unreachable")
+    assert unreachable["evidence"]["rendezvous"]["host_resolved"] == "localhost"
+    assert "--rdzv-endpoint=$MASTER_ADDR:29400" in unreachable["fix"]
+    assert "--rdzv-id=$SLURM_JOB_ID" in result.only("doctor-rendezvous-not-unique")["fix"]
+    threads = result.only("doctor-omp-one-thread")
+    assert threads["evidence"]["cpus_per_rank"] == 2 and "OMP_NUM_THREADS=2" in threads["fix"]
+    step = result.json["topology"]["steps"][0]
+    # 23.11 reads SLURM_CPUS_PER_TASK=8 again: -c8 with --exact, one task per node of 8 CPUs
+    assert (step["cpus_per_task"], step["world_size"], step["ranks_per_node"]) == (8, 8, 4)
+
+
+@pytest.mark.finding("doctor-gpu-count-mismatch")
+def test_more_ranks_per_node_than_gpus():
+    result = doctor("--command", "srun torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d "
+                                 "--rdzv-endpoint=$MASTER_ADDR:29400 --rdzv-id=$SLURM_JOB_ID train.py",
+                    "--sbatch", "--nodes=2 --ntasks-per-node=1 --gpus-per-node=2 --cpus-per-task=8")
+    found = result.only("doctor-gpu-count-mismatch")
+    assert found["evidence"]["ranks_per_node"] == 4 and found["evidence"]["gpus_per_node"] == 2
+    assert "--nproc-per-node=2" in found["fix"]
+
+
+def test_the_references_per_node_torchrun_lines_compute():
+    """The torchrun lines the references run on every node (not SLURM jobs: no cluster needed)."""
+    text = (ROOT / "references" / "distributed-workflows.md").read_text()
+    lines = [re.sub(r"\s*\\\n\s*", " ", block).strip() for block in re.findall(r"```bash\n(torchrun .*?)```", text, re.S)]
+    assert lines
+    for line in lines:
+        nnodes = int(re.search(r"--nnodes[ =](\d+)", line).group(1))
+        nproc = int(re.search(r"--nproc-per-node[ =](\d+)", line).group(1))
+        step = doctor("--command", line).json["topology"]["steps"][0]
+        assert (step["agents"], step["nnodes_max"], step["nproc_per_node"]) == (1, nnodes, nproc)
+
+
+@pytest.mark.finding("doctor-line-not-understood")
+def test_shell_tricks_are_reported_and_never_run(tmp_path):
+    marker = "/tmp/pwned-%s" % uuid.uuid4().hex
+    script = tmp_path / "tricks.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\nNPROC=$(touch %s; echo 4)\n"
+                      "eval \"touch %s\"\nsrun torchrun --nnodes=2 --nproc-per-node=`touch %s` x.py\n"
+                      "source <(echo touch %s)\n" % ((marker,) * 4))
+    doctor_markdown(script)
+    assert not os.path.exists(marker), "the doctor ran a line of the script"
+    result = doctor(script)
+    lines = result.only("doctor-line-not-understood")["evidence"]["lines"]
+    assert [entry["line"] for entry in lines] == [3, 4, 5, 6]
+    whys = " ".join(" ".join(entry["why"]) for entry in lines)
+    for trick in ("command substitution", "eval", "backticks", "process substitution", "source"):
+        assert trick in whys
+    assert all("touch" not in (f["fix"] or "") for f in result.json["findings"])
+
+
+def test_the_doctor_starts_no_process_and_writes_nothing(tmp_path):
+    """strace: one execve (the interpreter itself), no file written, no socket."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed; enable: " + ENABLE["strace"])
+    marker = "/tmp/pwned-%s" % uuid.uuid4().hex
+    script = tmp_path / "job.sbatch"
+    script.write_text(ISSUE_DOUBLE_LAUNCH + "echo $(touch %s)\n" % marker)
+    trace = tmp_path / "trace"
+    completed = subprocess.run(["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=execve,fork,vfork,clone,clone3,"
+                                "socket,connect,bind,openat,creat,mkdir,unlink,rename",
+                                sys.executable, str(TOOL), str(script), "--format", "markdown"],
+                               capture_output=True, text=True, timeout=60, env=clean_env(), cwd=str(tmp_path))
+    assert completed.returncode == 1, completed.stderr[-2000:]
+    calls = trace.read_text().splitlines()
+    assert len([c for c in calls if "execve(" in c]) == 1, [c for c in calls if "execve(" in c]
+    assert not [c for c in calls if re.search(r"\b(fork|vfork|clone3?)\(", c)]
+    assert not [c for c in calls if re.search(r"\b(socket|connect|bind|creat|mkdir|unlink|rename)\(", c)
+                and "= -1" not in c]
+    assert not [c for c in calls if "openat(" in c and re.search(r"O_(WRONLY|RDWR|CREAT)", c) and "= -1" not in c]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.sbatch", "trace"] and not os.path.exists(marker)
+
+
+@pytest.mark.finding("doctor-line-not-understood")
+def test_unbalanced_quotes_are_a_finding(tmp_path):
+    script = tmp_path / "quotes.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\nsrun bash -c 'python train.py\n")
+    result = doctor(script)
+    lines = result.only("doctor-line-not-understood")["evidence"]["lines"]
+    assert lines[0]["line"] == 3 and "unbalanced quotes" in lines[0]["why"][0]
+
+
+@pytest.mark.finding("doctor-input-unreadable")
+def test_a_binary_file_is_refused_within_the_deadline(tmp_path):
+    binary = tmp_path / "a.out"
+    binary.write_bytes(bytes(range(256)) * 4096)
+    result = doctor(binary, expect=(2,))
+    found = result.only("doctor-input-unreadable")
+    assert found["evidence"]["file"] == str(binary) and "binary" in found["evidence"]["error"]
+    assert len(result.stderr.splitlines()) == 1
+    as_log = doctor("--log", binary, expect=(2,))
+    assert "binary" in as_log.only("doctor-input-unreadable")["evidence"]["error"]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert "not a regular file" in doctor(fifo, expect=(2,)).only("doctor-input-unreadable")["evidence"]["error"]
+    big = tmp_path / "huge.sbatch"
+    with open(big, "wb") as handle:
+        handle.truncate(8 << 20)
+    assert "larger than" in doctor(big, expect=(2,)).only("doctor-input-unreadable")["evidence"]["error"]
+
+
+@pytest.mark.finding("doctor-log-truncated", "doctor-log-address-in-use", "doctor-log-store-lost")
+def test_a_100_mb_log_is_read_head_and_tail_within_the_deadline(tmp_path):
+    log = tmp_path / "slurm-1.out"
+    size = 100 << 20
+    with open(log, "wb") as handle:
+        handle.write(b"starting\n" * 600000)  # 5.4 MB of text: more than the head window
+        handle.write(b"torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+                     b"network address. port: 29433, useIpv6: false, code: -98, name: EADDRINUSE, message: address "
+                     b"already in use\n")
+        handle.seek(size - 4096)  # a sparse middle: never written, never read
+        handle.write(b"\n" + b"x" * 100 + b"\n")
+        handle.write(b"torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the "
+                     b"C10d store has failed. See inner exception for details.\n")
+        handle.write(b"srun: error: n2: task 3: Exited with exit code 1\n")
+    assert log.stat().st_size >= size - 4096
+    result = doctor("--log", log)
+    truncated = result.only("doctor-log-truncated")
+    assert truncated["evidence"]["skipped_bytes"] > 90 << 20
+    assert result.json["limits"]["log_window_bytes"] == 4 << 20
+    assert result.json["inputs"]["logs"][0]["read"]["bytes"] == log.stat().st_size
+    assert result.only("doctor-log-store-lost")["evidence"]["line"].startswith("tail+")
+    # the EADDRINUSE line lies past the head window: the doctor says it did not read there
+    assert "doctor-log-address-in-use" not in result.ids()
+    small = tmp_path / "small.out"
+    with open(log, "rb") as handle:
+        handle.seek(600000 * len(b"starting\n"))
+        small.write_bytes(b"starting\n" + handle.readline())
+    assert doctor("--log", small).only("doctor-log-address-in-use")["evidence"]["line"] == 2
+
+
+@pytest.mark.finding("doctor-log-loopback", "doctor-log-duplicate-device")
+def test_loopback_and_duplicate_device_log_signatures(tmp_path):
+    log = tmp_path / "job.out"
+    # gloo's message as the checker's tests measured it, and NCCL's (init.cc: "Duplicate GPU detected : rank %d and
+    # rank %d both on CUDA device %lx"): no GPU here to print it.
+    log.write_text("[E socket.cpp:1011] [c10d] The client socket has timed out\n"
+                   "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:144] connectFullMesh failed "
+                   "remote=[127.0.1.1]:52011\n"
+                   "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, invalid usage, "
+                   "NCCL version 2.21.5\nLast error:\nDuplicate GPU detected : rank 1 and rank 0 both on CUDA "
+                   "device 1000\n")
+    result = doctor("--log", log)
+    assert result.only("doctor-log-loopback")["evidence"]["line"] == 2
+    assert result.only("doctor-log-duplicate-device")["evidence"]["line"] == 5
+    assert "GLOO_SOCKET_IFNAME" in result.only("doctor-log-loopback")["fix"]
+
+
+@pytest.mark.finding("doctor-no-launch-line")
+def test_a_script_without_a_launch_line(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=1\necho hello\n")
+    result = doctor(script)
+    assert result.returncode == 0 and result.ids() == ["doctor-no-launch-line"]
+
+
+@pytest.mark.finding("doctor-usage-error")
+def test_a_script_and_a_command_together_are_a_usage_error(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\nsrun true\n")
+    result = doctor(script, "--command", "srun true", expect=(2,))
+    assert result.ids() == ["doctor-usage-error"] and len(result.stderr.splitlines()) == 1
+    assert doctor(expect=(2,)).ids() == ["doctor-usage-error"]
+
+
+@pytest.mark.finding("doctor-internal-error")
+def test_an_internal_error_still_prints_one_document(tmp_path):
+    code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_launch as tool\n"
+            "import launch_doctor.rules as rules\n"
+            "def broken(*args):\n    raise KeyError('rule bug')\n"
+            "rules.RULES = (broken,)\n"
+            "sys.exit(tool.main(['--command', 'srun true']))" % (str(TOOL), str(ROOT / "scripts")))
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                               env=clean_env())
+    document = json.loads(completed.stdout)
+    assert completed.returncode == 3 and document["status"] == "internal-error"
+    assert [f["id"] for f in document["findings"]] == ["doctor-internal-error"]
+    assert "rule bug" in document["findings"][0]["evidence"]["error"]
+
+
+# What a torchrun worker of the measured double launch saw (2 nodes x 2 srun tasks, one agent per task).
+WORKER_OF_A_DOUBLE_LAUNCH = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NUM_NODES": "2", "SLURM_NTASKS": "4",
+                             "SLURM_NNODES": "2", "SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NODEID": "1",
+                             "TORCHELASTIC_RUN_ID": "1", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "RANK": "2",
+                             "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n1",
+                             "MASTER_PORT": "29411", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+@diagnoses("launch-several-agents-per-node")
+@pytest.mark.finding("launch-several-agents-per-node")
+def test_the_checker_inside_a_worker_names_several_agents_per_node():
+    result = invoke_checker("--static-only", env=clean_env(WORKER_OF_A_DOUBLE_LAUNCH), detail="compact")
+    found = result.only("launch-several-agents-per-node")
+    assert found["evidence"]["SLURM_STEP_NUM_TASKS"] == 4 and found["evidence"]["agents_per_node"] == 2
+    assert "--ntasks-per-node=1" in found["fix"] and "check_launch.py" in found["fix"]
+    one_per_node = dict(WORKER_OF_A_DOUBLE_LAUNCH, SLURM_STEP_NUM_TASKS="2", SLURM_NTASKS="2")
+    quiet = invoke_checker("--static-only", env=clean_env(one_per_node), detail="compact")
+    assert "launch-several-agents-per-node" not in quiet.ids()
+
+
+@pytest.mark.finding("doctor-line-not-understood", "doctor-port-clash")
+def test_huge_lines_and_generated_scripts_end_within_the_deadline(tmp_path):
+    one_line = tmp_path / "one-line.sbatch"
+    one_line.write_text("#!/bin/bash\nsrun torchrun " + "x" * ((1 << 20) - 100) + "\n")
+    lines = doctor(one_line).only("doctor-line-not-understood")["evidence"]["lines"]
+    assert lines[0]["line"] == 2 and "characters" in lines[0]["why"][0]
+    generated = tmp_path / "generated.sbatch"
+    step = "srun -n1 --exact torchrun --nnodes=1 --master-port=29500 --no-python true &\n"
+    generated.write_text("#!/bin/bash\n#SBATCH --nodes=2\n" + step * (((1 << 20) - 100) // len(step)))
+    result = doctor(generated)
+    assert len(result.findings("doctor-port-clash")) == 1  # one finding per port, however many steps
+    assert result.only("doctor-port-clash")["evidence"]["steps_on_this_port"] == 200
+    assert "counted, not analysed" in json.dumps(result.only("doctor-line-not-understood")["evidence"])
+    assert len(result.stdout) < 400000
+
+
+def test_torch_distributed_run_and_mpirun_lines_compute():
+    step = doctor("--command", "srun python -u -m torch.distributed.run --nnodes 2 --nproc_per_node 4 --rdzv_backend "
+                               "c10d --rdzv_endpoint $MASTER_ADDR:29400 --rdzv_id $SLURM_JOB_ID train.py",
+                  "--sbatch", "--nodes=2 --ntasks-per-node=1 --cpus-per-task=16").json["topology"]["steps"][0]
+    assert (step["launcher_kind"], step["agents"], step["world_size"], step["cpus_per_task"], step["cpus_per_rank"]) \
+        == ("torchrun", 2, 8, 16, 4.0)
+    step = doctor("--command", "mpirun -np 8 --map-by ppr:4:node python train.py",
+                  "--sbatch", "-N 2 --ntasks-per-node=4").json["topology"]["steps"][0]
+    assert (step["launcher_kind"], step["nodes"], step["world_size"], step["ranks_per_node"], step["cpus_per_rank"]) \
+        == ("mpirun", 2, 8, 4, 1.0)
