@@ -5,8 +5,11 @@ import os
 import time
 
 from diagnostics_core import calls, cli
-from .findings import DEFAULT_MAX_PARTS, DEFAULT_TIMEOUT, MAX_PARTS_LIMIT, TOOL
+from .findings import MAX_PARTS_LIMIT, TOOL
 from .run import render, run_child
+
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_MAX_PARTS = 256  # parts examined; each adds a few kilobytes of JSON and its files' load time
 
 
 USAGE = """\

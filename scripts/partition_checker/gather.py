@@ -9,8 +9,17 @@ import re
 from diagnostics_core import calls, safe_json, safe_pickle, sandbox
 from diagnostics_core.calls import CallTimeout, error_text, type_name
 from diagnostics_core.text import safe_str, sanitise, sanitise_text
-from .findings import (EXAMPLES_SHOWN, FEATURES_SHOWN, LIST_SHOWN, MAX_TYPES, META_KEYS, META_MAX_BYTES,
-                       META_MAX_DEPTH, NAME_LIMIT, PART_FILES)
+
+MAX_TYPES = 1000  # node or edge types in META.json; more is not a graph PyG's Partitioner wrote
+LIST_SHOWN = 64  # part numbers quoted per layout list
+META_MAX_BYTES = 1 << 20
+META_MAX_DEPTH = 32
+META_KEYS = ("num_parts", "node_types", "edge_types", "node_offset", "is_hetero", "is_sorted")
+PART_FILES = ("graph.pt", "node_feats.pt", "edge_feats.pt")
+EXAMPLES_SHOWN = 5  # offending ids quoted per problem
+FEATURES_SHOWN = 256  # features described per type and part; a file may hold any number
+NAME_LIMIT = 256  # characters of a feature name kept
+
 
 
 class PickleFallbackNotRun(Exception):

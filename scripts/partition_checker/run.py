@@ -8,7 +8,9 @@ import time
 from diagnostics_core import calls
 from diagnostics_core.contract import SCRIPTS
 from . import CHILD_FLAG
-from .findings import VERSION, META_SHOWN_BYTES, TOOL
+from .findings import VERSION, TOOL
+
+META_SHOWN_BYTES = 8192  # META.json content quoted in the JSON up to this size
 
 
 def shown_meta(content):

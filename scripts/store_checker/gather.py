@@ -8,8 +8,12 @@ import sys
 from diagnostics_core import calls, sandbox
 from diagnostics_core.calls import CallSkipped, CallTimeout, error_text, type_name
 from diagnostics_core.text import safe_str, sanitise_text
-from .findings import (FULL_READ_LIMIT, MAX_ATTRS, MISSING_EDGE_TYPE, MISSING_NAME, SCRATCH_EDGE_TYPE,
-                       SCRATCH_NAME)
+from .findings import SCRATCH_EDGE_TYPE, SCRATCH_NAME
+
+FULL_READ_LIMIT = 10_000_000  # elements; bigger tensors are checked row by row
+MAX_ATTRS = 200  # attributes checked one by one; the rest are only listed
+MISSING_NAME = "__pyg_contract_missing__"
+MISSING_EDGE_TYPE = (MISSING_NAME, "to", MISSING_NAME)
 
 
 def describe(value):
