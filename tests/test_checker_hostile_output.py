@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-import fake_nvml
-from conftest import CHECKER, clean_env, diagnoses, invoke_checker
+from support import fake_nvml
+from conftest import CHECKER, clean_env, invoke_checker
 
 
 def run(*args, env=None):
@@ -55,7 +55,7 @@ def nvml(tmp_path_factory):
     return fake_nvml.build(str(tmp_path_factory.mktemp("fake_nvml")))
 
 
-@diagnoses("nvml-devices-capped")
+@pytest.mark.finding("nvml-devices-capped")
 def test_the_compact_document_still_says_what_nvml_reported(nvml, tmp_path):
     config = fake_nvml.write_config(str(tmp_path / "nvml.cfg"), fake_nvml.host_config(fake_nvml.H100, 100000))
     visible = "%s,-1" % fake_nvml.uuid(0, "MIG")  # a MIG UUID, then -1 (which hides what follows)

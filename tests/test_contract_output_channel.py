@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, clean_env
-from test_contract import TOOLS
+from test_contract_every_tool import TOOLS
 
 SCRIPTS = ROOT / "scripts"
 NOT_WRITTEN = 3

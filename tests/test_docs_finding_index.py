@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from test_docs import REPO, TROUBLESHOOTING, finding_sections, read
+from test_docs_references import REPO, TROUBLESHOOTING, finding_sections, read
 
 GENERATOR = os.path.join(REPO, "maintainers", "finding_index.py")
 sys.path.insert(0, os.path.dirname(GENERATOR))

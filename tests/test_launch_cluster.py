@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env, diagnoses, invoke_tool
+from conftest import ROOT, clean_env, invoke_tool
 from support import slurm_cluster
 
 DOCS = ROOT / "references" / "distributed-workflows.md"
@@ -194,7 +194,7 @@ srun torchrun --nnodes=2 --nproc_per_node=2 --rdzv-backend=c10d --rdzv-endpoint=
 """
 
 
-@diagnoses("launch-several-agents-per-node")
+@pytest.mark.finding("launch-several-agents-per-node")
 @pytest.mark.finding("doctor-nested-launcher", "doctor-log-store-lost", "launch-several-agents-per-node")
 def test_a_torchrun_per_task_fails_as_for_users_and_is_named_from_script_and_log(cluster, tmp_path):
     out = tmp_path / "reports"

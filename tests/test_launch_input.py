@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import ENABLE, ROOT, clean_env, diagnoses, invoke_checker, invoke_tool
+from conftest import ENABLE, ROOT, clean_env, invoke_checker, invoke_tool
 
 TOOL = ROOT / "scripts" / "check_launch.py"
 DEADLINE_S = 15
@@ -255,7 +255,7 @@ WORKER_OF_A_DOUBLE_LAUNCH = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NUM_NODES"
                              "MASTER_PORT": "29411", "GLOO_SOCKET_IFNAME": "lo"}
 
 
-@diagnoses("launch-several-agents-per-node")
+@pytest.mark.finding("launch-several-agents-per-node")
 @pytest.mark.finding("launch-several-agents-per-node")
 def test_the_checker_inside_a_worker_names_several_agents_per_node():
     result = invoke_checker("--static-only", env=clean_env(WORKER_OF_A_DOUBLE_LAUNCH), detail="compact")

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, clean_env, strict_json
 
 CHECKER = ROOT / "scripts" / "check_partition.py"
-WRITER = ROOT / "tests" / "_partition_writer.py"
+WRITER = ROOT / "tests" / "support" / "partition_writer.py"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from conftest import ROOT, clean_env, strict_json
-from test_ddp_recipe import TINY, job_processes, neighbor_backend  # noqa: F401  (neighbor_backend: a fixture)
+from test_recipe_training import TINY, job_processes, neighbor_backend  # noqa: F401  (neighbor_backend: a fixture)
 
 RECIPE = ROOT / "scripts" / "ddp_neighbor_training.py"
 TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
