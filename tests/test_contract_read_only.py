@@ -56,3 +56,21 @@ def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
         document = strict_json(completed.stdout)
         assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
         assert problems == [], command
+
+
+def test_planner_and_compare_are_read_only_under_strace(tmp_path):
+    """A plan from sizes (its probe child included) and a comparison of two reports write nothing."""
+    import sys
+    from conftest import ROOT, strict_json, traced_run
+    home, work, temp = read_only_dirs(tmp_path, "present")
+    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache")})
+    report = tmp_path / "node.json"
+    report.write_text(json.dumps(strict_json(traced_run([sys.executable, ROOT / "scripts" / "check_sampling_backends.py",
+                                                         "--static-only"], env, work, [home, work])[0].stdout)))
+    for command in ([sys.executable, ROOT / "scripts" / "plan_capacity.py", "--nodes", "100000", "--edges", "2000000",
+                     "--features", "64"],
+                    [sys.executable, ROOT / "scripts" / "compare_reports.py", report, report]):
+        completed, problems = traced_run(command, env, work, [home, work, ROOT / "scripts"])
+        document = strict_json(completed.stdout)
+        assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
+        assert problems == [], command
