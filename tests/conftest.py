@@ -302,6 +302,18 @@ def assert_usage_refusal(returncode, stderr, document, finding_id):
     assert [f["id"] for f in document["findings"]] == [finding_id]
 
 
+def interrupted_finding(process, stdout, signum, finding_id):
+    """An interrupted run's document: exit and exit_code 128 + signal, status interrupted, and its one
+    interrupted finding naming the signal (returned)."""
+    import signal
+    document = strict_json(stdout)
+    assert process.returncode == document["exit_code"] == 128 + signum
+    assert document["status"] == "interrupted" and document["ok"] is False
+    [stopped] = [f for f in document["findings"] if f["id"] == finding_id]
+    assert stopped["evidence"]["signal"] == signal.Signals(signum).name
+    return document, stopped
+
+
 def load_modules(names):
     """Modules of scripts/ as one namespace (imported without writing bytecode), to replay a tool's rules
     on edited facts."""

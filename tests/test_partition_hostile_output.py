@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env, strict_json
+from conftest import ROOT, clean_env, interrupted_finding, strict_json
 
 CHECKER = ROOT / "scripts" / "check_partition.py"
 WRITER = ROOT / "tests" / "support" / "partition_writer.py"
@@ -78,10 +78,7 @@ def test_a_signal_during_a_load_ends_the_child_and_prints_one_document(homo, tmp
         process.kill()
         if writer is not None:
             os.close(writer)
-    document = strict_json(stdout)
-    assert process.returncode == document["exit_code"] == 128 + signum and document["status"] == "interrupted"
-    [stopped] = [f for f in document["findings"] if f["id"] == "partition-interrupted"]
-    assert stopped["evidence"]["signal"] == "SIGINT"
+    document, stopped = interrupted_finding(process, stdout, signum, "partition-interrupted")
     assert "part_1" in stopped["evidence"]["running"]["what"] and "graph.pt" in stopped["evidence"]["running"]["what"]
     assert document["meta"] is not None and document["maps"] is not None  # gathered before the signal
     assert document["checker"]["child"]["signal"] == "SIGKILL"

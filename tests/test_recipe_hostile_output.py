@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, clean_env, strict_json
+from conftest import ROOT, clean_env, interrupted_finding, strict_json
 from test_recipe_training import TINY, job_processes, neighbor_backend  # noqa: F401  (neighbor_backend: a fixture)
 
 RECIPE = ROOT / "scripts" / "ddp_neighbor_training.py"
@@ -74,11 +74,7 @@ def test_a_signal_to_the_spawning_parent_ends_every_rank_and_prints_one_document
         stdout, _ = process.communicate(timeout=60)
     finally:
         process.kill()
-    document = strict_json(stdout)
-    assert process.returncode == document["exit_code"] == 128 + signum
-    assert document["status"] == "interrupted"
-    [stopped] = [f for f in document["findings"] if f["id"] == "ddp-interrupted"]
-    assert stopped["evidence"]["signal"] == signal.Signals(signum).name
+    document, stopped = interrupted_finding(process, stdout, signum, "ddp-interrupted")
     assert document["epochs"] and document["epochs"][0]["epoch"] == 1 and document["world_size"] == 2
     assert len(document["workers_ended"]) >= 2  # both ranks, and what they started
     deadline = time.monotonic() + 10

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env, strict_json
+from conftest import ROOT, clean_env, interrupted_finding, strict_json
 
 CHECKER = ROOT / "scripts" / "check_store_contract.py"
 
@@ -150,11 +150,8 @@ def test_a_signal_ends_the_stores_and_prints_one_document_with_what_was_gathered
         stdout, rest = process.communicate(timeout=30)
     finally:
         process.kill()
-    document = strict_json(stdout)
-    assert process.returncode == document["exit_code"] == 128 + signum
-    assert document["status"] == "interrupted" and document["ok"] is False and document["gates"] == {}
-    [stopped] = [f for f in document["findings"] if f["id"] == "store-interrupted"]
-    assert stopped["evidence"]["signal"] == signal.Signals(signum).name
+    document, stopped = interrupted_finding(process, stdout, signum, "store-interrupted")
+    assert document["gates"] == {}
     assert stopped["evidence"]["running"]["what"].startswith("feature_store.get_tensor")
     assert document["tensor_attrs"]["count"] == 2 and document["edge_attrs"]["count"] == 1  # gathered before
     assert document["setup"]["status"] == "ok"

@@ -123,7 +123,7 @@ def check(parser, options):
 
 def main(argv=None):
     started = time.time()
-    from .render import render, emit
+    from .render import render
     parser = build_parser()
     try:
         options = parser.parse_args(argv)
@@ -134,11 +134,8 @@ def main(argv=None):
         check(parser, options)
         spec = make_spec(options)
     except UsageError as error:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(error.line)
-        document, code = render({}, [error.finding(TOOL)], {}, started, usage_error=True)
-        emit(document, None)
-        return code
+        document, _ = render({}, [error.finding(TOOL)], {}, started, usage_error=True)
+        return shared_cli.refuse(TOOL, error, document)
     from .run import run
     return run(options, spec, started)
 

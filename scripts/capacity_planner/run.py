@@ -133,11 +133,8 @@ def run(options, spec, started):
         gates = {"planned": {"passed": True}, "fits": {"passed": facts["cheapest_fit"] is not None}}
         document, code = render(facts, findings, gates, started)
     except UsageError as error:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(error.line)
-        document, code = render(facts, [error.finding(TOOL)], {}, started, usage_error=True)
-        emit(document, None)
-        return code
+        document, _ = render(facts, [error.finding(TOOL)], {}, started, usage_error=True)
+        return shared_cli.refuse(TOOL, error, document)
     except Exception as error:  # still one document, saying what broke
         document, code = render(facts, findings, gates, started,
                                 internal_error=shared_cli.internal_error(error, error_text))

@@ -80,7 +80,7 @@ def unreadable(error):
 
 def main(argv=None):
     started = time.time()
-    options, inputs = None, {}
+    options, inputs, refusal = None, {}, None
     try:
         parser = build_parser()
         options = parser.parse_args(argv)
@@ -128,11 +128,13 @@ def main(argv=None):
                                         % shlex.quote(entry["path"])))
         document, exit_code = render(findings, started, inputs, topo, LIMITS)
     except cli.UsageError as error:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(error.line)
+        refusal = error.line
         document, exit_code = render([error.finding(TOOL)], started, inputs, None, LIMITS, usage_error=True)
     except Exception as error:  # still one document, saying what broke
         document, exit_code = render([], started, inputs, None, LIMITS, internal_error=cli.internal_error(
             error, lambda e: "%s: %s" % (type(e).__name__, e)))
-    emit(document, options)
+    emit(document, options)  # first: a stdout that cannot take it ends the run with its own one line
+    if refusal is not None:
+        from diagnostics_core.markdown import stderr_line
+        stderr_line(refusal)
     return exit_code
