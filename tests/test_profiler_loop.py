@@ -45,6 +45,9 @@ TRAIN = textwrap.dedent("""
         F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
         optimizer.step()
 
+    def broken(batch):
+        raise ValueError("mat1 and mat2 shapes cannot be multiplied (my model)")
+
     if __name__ == "__main__":  # writes the graph
         g = torch.Generator().manual_seed(0)
         data = Data(x=torch.randn(%(nodes)d, %(features)d, generator=g),
@@ -105,12 +108,22 @@ def project(tmp_path_factory, sampling):
     return folder
 
 
-def profile(folder, budget, env=None):
+def profile(folder, budget, env=None, step="train:step"):
     env = clean_env(dict(env or {}, PYTHONDONTWRITEBYTECODE="1"))
     env.pop("OMP_NUM_THREADS", None)
     return invoke_tool("profile_loader.py", "--data", folder / "graph.pt", "--num-neighbors", "10,5", "--batch-size",
-                       str(BATCH), "--step", "train:step", "--current", CURRENT, "--budget", str(budget),
+                       str(BATCH), "--step", step, "--current", CURRENT, "--budget", str(budget),
                        env=env, cwd=folder, timeout=budget * 4 + 60)
+
+
+@pytest.mark.finding("loader-step-failed")
+def test_a_step_that_raises_is_reported_once_and_nothing_is_measured(project):
+    result = profile(project, 15, step="train:broken")
+    assert result.returncode == 1 and result.json["gates"]["measured"]["passed"] is False
+    found = result.only("loader-step-failed")
+    assert "shapes cannot be multiplied" in found["evidence"]["error"] and "broken" in found["evidence"]["traceback"]
+    assert "--loader-only" in found["fix"] and "train:broken" not in found["fix"]
+    assert result.json["configs"] == []
 
 
 def grid_key(advice):
