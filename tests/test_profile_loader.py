@@ -393,14 +393,15 @@ def remeasure(advice, size):
 def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, tmp_path, token):
     watched = [tmp_path, SCRIPTS]
     before = tree_state(*watched)
-    result = profile("--synthetic", SMALL, "--budget", "20", cwd=tmp_path, token=token)
+    result = profile("--synthetic", SMALL, "--budget", "20", "--loader-only", cwd=tmp_path, token=token)
     assert hostile.survivors(token) == []
     assert tree_state(*watched) == before  # no file in the working directory, no __pycache__ in the skill
     assert result.returncode == 0, result.stderr[-3000:]
     document = result.json
     assert document["gates"]["measured"]["passed"] is True
     measured = [c for c in document["configs"] if c["status"] == "ok"]
-    assert {c["name"] for c in measured} >= {"default", "workers-1", "workers-2"}
+    # Issue 31: persistent worker counts are measured with the main process's threads as a second axis.
+    assert {c["name"] for c in measured} >= {"default", "workers-1-threads-1", "workers-2-threads-1"}
     for config in measured:
         assert CONFIG_KEYS <= set(config)
         low, high = config["batches_per_s_range"]
@@ -411,7 +412,8 @@ def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, t
     advice = document["recommendation"]
     assert {"settings", "env", "speedup", "code"} <= set(advice)
     assert ("loader-faster-settings" in result.ids()) == advice["beats_default"]
-    assert ("loader-default-is-best" in result.ids()) != advice["beats_default"]
+    assert ("loader-default-is-best" in result.ids() or "loader-too-busy-to-tell" in result.ids()) != \
+        advice["beats_default"]  # issue 31: on a busy machine it may say it cannot tell
     if not advice["beats_default"]:
         assert advice["settings"] == {} and advice["speedup"] == 1.0
     again = remeasure(advice, SMALL)

@@ -40,8 +40,8 @@ what it varies (one rank process per --ranks-per-node, all measured at once):
   your settings (--current, e.g. num_workers=6,persistent_workers=False,
   threads=2), the default loader, and persistent num_workers 0, 1, 2 and the
   cores each rank gets, each with the main process's torch threads (what
-  OMP_NUM_THREADS sets) at 1 and at the cores left; the cores are those the
-  affinity mask and the cgroup CPU quota allow.
+  OMP_NUM_THREADS sets) at 1, at the cores left and at all the cores; the
+  cores are those the affinity mask and the cgroup CPU quota allow.
 
 how it measures on a busy machine:
   configurations run in short blocks, interleaved, in rounds (forward, then

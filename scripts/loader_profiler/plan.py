@@ -177,7 +177,7 @@ DEFAULT_EXTRA = {"worker_threads": 1}
 def candidates(default, current, per_rank_cores, max_workers=None):
     """(name, settings) in priority order, the baseline first: the user's settings where given, the
     default, then persistent workers 0, 1, 2 and the cores, each with the main process's torch threads
-    at 1 and at the cores left to it (non-persistent variants need no block of their own: their epoch
+    at 1, at the cores left to it and at all the cores (non-persistent variants need no block of their own: their epoch
     is the persistent one's plus a start-up measured in every block)."""
     default = dict(default, worker_threads=1)
     chosen = []
@@ -186,7 +186,7 @@ def candidates(default, current, per_rank_cores, max_workers=None):
     chosen.append(("default", default))
     top = min(per_rank_cores, max_workers) if max_workers else per_rank_cores
     for workers in sorted({0, 1, 2, top} & set(range(0, top + 1))):
-        for threads in sorted({1, max(1, per_rank_cores - workers)}, reverse=True):
+        for threads in sorted({1, max(1, per_rank_cores - workers), per_rank_cores}, reverse=True):
             settings = dict(default, num_workers=workers, persistent_workers=bool(workers), torch_threads=threads)
             name = "workers-%d-threads-%d" % (workers, threads) if workers else "default-threads-%d" % threads
             chosen.append((name, settings))
