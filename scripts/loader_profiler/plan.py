@@ -233,7 +233,8 @@ def combine_block(answers, settings, batches_per_epoch):
             "first_batch_s": max(a["first_batch_s"] for a in answers), "steps": sum(a["steps"] for a in answers),
             "restarts": [r for a in answers for r in a["restarts"]], "wall_s": round(wall, 3),
             "other_cpu_cores": None if other_cores(merged) is None else round(other_cores(merged), 2),
-            "peak_rss_bytes": sum(a["peak_rss_bytes"] for a in answers)}
+            "peak_rss_bytes": sum(a["peak_rss_bytes"] for a in answers),
+            "per_rank_steps_per_s": [round(a["steps_per_s"], 3) for a in answers]}
 
 
 def paired(blocks, config, base):
@@ -264,6 +265,9 @@ def config_record(name, settings, blocks, baseline, default_name, seeds_per_batc
         "batches": sum(b["steps"] for b in mine),
         "other_cpu_cores": others,
     }
+    if len(mine[0].get("per_rank_steps_per_s") or []) > 1:
+        record["per_rank_batches_per_s"] = [round(statistics.median(rates), 3) for rates in
+                                            zip(*[b["per_rank_steps_per_s"] for b in mine])]
     for key, base in (("baseline", baseline), ("default", default_name)):
         ratios = paired(blocks, name, base)
         record["ratio_to_%s" % key] = round(statistics.median(ratios), 3) if ratios else None
