@@ -200,8 +200,10 @@ class Coordinator(object):
         blocks, failed, overhead, round_index = [], {}, 0.3, 0
         while self.stopped is None and round_index < plan.MAX_ROUNDS:
             active = [(name, settings) for name, settings in queue if name not in failed]
-            rounds_left = max(plan.TARGET_ROUNDS - round_index, 1)
-            seconds = plan.block_seconds(self.deadline - time.time(), len(active) * rounds_left, overhead)
+            left = self.deadline - time.time()
+            seconds = plan.block_seconds(left, len(active) * max(plan.TARGET_ROUNDS - round_index, 1), overhead)
+            if seconds is None and round_index < plan.MIN_ROUNDS:  # a short budget: two rounds still pair
+                seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index), overhead)
             if seconds is None or not active:
                 break
             seconds = min(seconds, plan.MAX_BLOCK_S)
