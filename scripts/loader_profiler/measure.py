@@ -236,12 +236,16 @@ def loop_block(loader, settings, seconds, link, step, cores=None):
         try:
             first_batch_s, _ = stream.first()
             run(stream.batch)
-            # Workers prefetch prefetch_factor (2) batches each while the first ones start: skip the burst.
-            for _ in range(2 * settings["num_workers"] + 1):
+            # Workers start together, so their first batches arrive in a burst: skip one a worker.
+            # A slow step (a busy machine, a large model) cuts the warm-up short rather than the block long.
+            warm_until = wall_started + seconds / 2
+            for _ in range(settings["num_workers"] + 1):
+                if time.perf_counter() > warm_until:
+                    break
                 stream.next()
                 run(stream.batch)
             started = time.perf_counter()
-            while steps < 3 or time.perf_counter() < end:
+            while steps < 1 or time.perf_counter() < end:
                 count, restart = stream.next()
                 run(stream.batch)
                 steps, seeds, paused = steps + 1, seeds + count, paused + restart

@@ -197,9 +197,9 @@ class Coordinator(object):
         baseline = queue[0][0]
         self.reporter.publish("plan", {"baseline": baseline, "candidates": [name for name, _ in queue],
                                        "cores_per_rank": self.per_rank, "target_rounds": plan.TARGET_ROUNDS})
-        blocks, failed, overhead, round_index = [], {}, 0.3, 0
+        blocks, failed, overhead, round_index, slow = [], {}, 0.3, 0, set()
         while self.stopped is None and round_index < plan.MAX_ROUNDS:
-            active = [(name, settings) for name, settings in queue if name not in failed]
+            active = [(name, settings) for name, settings in queue if name not in failed and name not in slow]
             left = self.deadline - time.time()
             seconds = plan.block_seconds(left, len(active) * max(plan.TARGET_ROUNDS - round_index, 1), overhead)
             if seconds is None and round_index < plan.MIN_ROUNDS:  # a short budget: two rounds still pair
@@ -221,6 +221,7 @@ class Coordinator(object):
                 else:
                     blocks.append(block)
             overhead = max(statistics.mean(spent), 0.05) if spent else overhead
+            slow |= plan.dropped(blocks, round_index, keep={baseline, "default"})
             round_index += 1
             if round_index == 1:
                 queue += self.fallbacks(queue, failed, blocks)
@@ -246,7 +247,8 @@ class Coordinator(object):
     def fallbacks(self, queue, failed, blocks):
         """Workers that failed where they fetch (a store client that cannot cross a fork, features too
         large for shared memory) may work when the main process fetches."""
-        if any(b["settings"]["num_workers"] for b in blocks):
+        settings_of = dict(queue)
+        if any(settings_of[b["config"]]["num_workers"] for b in blocks):
             return []
         broken = [failed[name]["settings"] for name, _ in queue if name in failed
                   and failed[name]["settings"]["num_workers"] and failed[name]["settings"]["filter_per_worker"]]
@@ -261,7 +263,7 @@ class Coordinator(object):
         for rank, connection in enumerate(self.connections):
             connection.send({"command": "block", "settings": settings, "seconds": seconds, "cores": None})
         # Start-up is not a hang: each worker gets a while to start and to end.
-        bound = seconds * 2 + ANSWER_GRACE_S + settings["num_workers"] * 2.0 + 5.0
+        bound = seconds * 3 + ANSWER_GRACE_S + settings["num_workers"] * 2.0 + 10.0
         self.reporter.begin("measure %s" % name, bound)
         answers = self.collect(time.time() + bound, "measure %s" % name)
         self.reporter.end()

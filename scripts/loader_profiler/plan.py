@@ -152,6 +152,17 @@ MIN_ROUNDS = 2       # fewer cannot show that a win repeats
 MIN_BLOCK_S = 0.4    # a block shorter than this is mostly start-up
 BUSY_CORES = 0.5     # other processes' CPU (in cores) above which a block counts as measured under load
 MIN_GAIN = 0.03      # a paired win smaller than this is not worth a change of settings
+DROP_SHARE = 0.4     # a configuration below this share of its round's fastest is not measured again
+
+
+def dropped(blocks, round_index, keep):
+    """Configurations so much slower than the fastest of this round that more rounds cannot make
+    them win: they cost the most time per step, and time is what the other rounds need."""
+    mine = [b for b in blocks if b["round"] == round_index]
+    if not mine:
+        return set()
+    best = max(b["epoch_steps_per_s"] for b in mine)
+    return {b["config"] for b in mine if b["epoch_steps_per_s"] < DROP_SHARE * best and b["config"] not in keep}
 
 
 def current_settings(current, default):

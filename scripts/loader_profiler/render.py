@@ -55,9 +55,12 @@ def ratio(value, spread=None):
     return "%.2fx (%.2f-%.2f)" % (value, spread[0], spread[1]) if spread else "%.2fx" % value
 
 
+SHOWN_DEFAULTS = {"filter_per_worker": True, "worker_threads": 1}
+
+
 def settings_text(settings):
     return ", ".join("%s=%s" % (k, v) for k, v in sorted(settings.items())
-                     if (v not in (None, False) and not (k == "worker_threads" and v == 1)) or k == "num_workers")
+                     if (v not in (None, False) and SHOWN_DEFAULTS.get(k, not v) != v) or k == "num_workers")
 
 
 VERDICTS = {"faster": "beats %s in every round",
@@ -69,9 +72,9 @@ def paired_advice(advice):
     load = advice.get("load") or {}
     lines = ["#### Recommendation: %s (%s)" % (cell(advice["config"]), VERDICTS.get(advice["verdict"], "%s") % cell(
                  advice["baseline"])), "",
-             "speedup %sx over %s (range %s over %s rounds), %sx over the default; an epoch %s s against %s s" % (
-                 advice["speedup"], cell(advice["baseline"]), cell(advice.get("speedup_range")), advice.get("rounds"),
-                 advice.get("speedup_over_default"), advice.get("epoch_s"), advice.get("baseline_epoch_s")), ""]
+             "speedup %s over %s (paired, %s rounds), %s over the default; an epoch %s s against %s s" % (
+                 ratio(advice["speedup"], advice.get("speedup_range")), cell(advice["baseline"]), advice.get("rounds"),
+                 ratio(advice.get("speedup_over_default")), advice.get("epoch_s"), advice.get("baseline_epoch_s")), ""]
     if load:
         lines += ["load: other processes used %s cores (median; %s-%s), %d of %d blocks above %s cores" % (
             load["other_cpu_cores_median"], load["other_cpu_cores_range"][0], load["other_cpu_cores_range"][1],

@@ -216,19 +216,22 @@ def load_decides(facts, options):
         return []
     if busy["settings"] == quiet["settings"]:
         return []
-    from .advice import code, env_of, kwargs_of
+    from .advice import env_of, kwargs_of
     evidence = {"under_load": {"config": busy["name"], "settings": kwargs_of(busy["settings"]),
                                "env": env_of(busy["settings"])},
                 "quiet": {"config": quiet["name"], "settings": kwargs_of(quiet["settings"]),
                           "env": env_of(quiet["settings"]), "measured": measured_quiet},
                 "load": load}
-    quiet_code = code(options.spec, kwargs_of(quiet["settings"]), env_of(quiet["settings"]), None,
-                      options.ranks).replace("\n", "; ")
     how = ("measured in the quiet rounds" if measured_quiet else
            "not measured: every round here was under load; rerun when quiet to confirm: %s" % rerun(options))
+
+    def setting(config):
+        kwargs = ", ".join("%s=%r" % item for item in kwargs_of(config["settings"]).items())
+        return "export OMP_NUM_THREADS=%d%s" % (config["settings"]["torch_threads"],
+                                                " with NeighborLoader(..., %s)" % kwargs if kwargs else "")
     return [finding("loader-load-decides", evidence,
-                    fix="under load (other processes busy): export OMP_NUM_THREADS=%d; when the machine is quiet "
-                        "(%s): %s" % (busy["settings"]["torch_threads"], how, quiet_code))]
+                    fix="under load (other processes busy): %s; when the machine is quiet: %s (%s)"
+                        % (setting(busy), setting(quiet), how))]
 
 
 def bound_by(facts, options):
