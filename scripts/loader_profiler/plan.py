@@ -152,6 +152,7 @@ MIN_ROUNDS = 2       # fewer cannot show that a win repeats
 MIN_BLOCK_S = 0.3    # a block shorter than this is mostly start-up
 BUSY_CORES = 0.5     # other processes' CPU (in cores) above which a block counts as measured under load
 MIN_GAIN = 0.03      # a paired win smaller than this is not worth a change of settings
+TIE_SHARE = 0.05     # a cheaper configuration this close to the fastest (paired medians) is as good
 DROP_SHARE = 0.4     # a configuration below this share of its round's fastest is not measured again
 
 
@@ -309,8 +310,11 @@ def choose_paired(configs, blocks, baseline):
     if base is None:
         return None, "unmeasured", None
     best = max(ok.values(), key=lambda c: c["ratio_to_baseline"] or 0)
+    # A cheaper configuration is chosen over the fastest only when it is within TIE_SHARE of it at the
+    # median: "within the noise" of a few rounds on a busy machine can hide a large difference.
     contenders = [c for c in ok.values() if c is not base and wins(blocks, c["name"], baseline)
-                  and not wins(blocks, best["name"], c["name"])]
+                  and not wins(blocks, best["name"], c["name"])
+                  and c["ratio_to_baseline"] >= best["ratio_to_baseline"] * (1.0 - TIE_SHARE)]
     if contenders:
         return min(contenders, key=loop_cost), "faster", base
     if best is not base and (best["ratio_to_baseline"] or 0) > 1.0 + MIN_GAIN:
