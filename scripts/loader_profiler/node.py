@@ -204,6 +204,12 @@ class Coordinator(object):
             seconds = plan.block_seconds(left, len(active) * max(plan.TARGET_ROUNDS - round_index, 1), overhead)
             if seconds is None and round_index < plan.MIN_ROUNDS:  # a short budget: two rounds still pair
                 seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index), overhead)
+            if seconds is None and round_index == 0:  # shorter still: the first candidates only (the rest skipped)
+                fits = int(left // (plan.MIN_ROUNDS * (plan.MIN_BLOCK_S + overhead)))
+                if fits >= 2:
+                    slow |= {name for name, _ in active[fits:]}  # published as skipped: budget-short names them
+                    active = active[:fits]
+                    seconds = plan.MIN_BLOCK_S
             if seconds is None or not active:
                 break
             seconds = min(seconds, plan.MAX_BLOCK_S)
