@@ -423,7 +423,7 @@ def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, t
 
 def test_saved_data_with_seed_mask_and_markdown_report(sampling, inputs):
     completed = subprocess.run([sys.executable, SCRIPT, "--data", str(inputs / "graph.pt"), "--input-nodes",
-                                "train_mask", "--format", "markdown", "--budget", "15"], capture_output=True,
+                                "train_mask", "--format", "markdown", "--budget", "15", "--loader-only"], capture_output=True,
                                text=True, timeout=120, env=clean_env(), stdin=subprocess.DEVNULL)
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = completed.stdout
@@ -435,7 +435,7 @@ def test_saved_data_with_seed_mask_and_markdown_report(sampling, inputs):
 @covers("loader-config-failed")
 def test_store_pair_is_profiled_and_a_configuration_that_fails_is_named(sampling, stores):
     before = tree_state(stores)
-    result = profile("--store", "mystores:main_process_only", "--budget", "20", cwd=stores)
+    result = profile("--store", "mystores:main_process_only", "--budget", "20", "--loader-only", cwd=stores)
     assert tree_state(stores) == before  # the user's module was imported without a __pycache__
     assert result.returncode == 0, result.stderr[-3000:]
     by_name = {c["name"]: c for c in result.json["configs"]}
@@ -451,7 +451,7 @@ def test_store_pair_is_profiled_and_a_configuration_that_fails_is_named(sampling
 
 def test_ranks_per_node_measures_concurrent_link_loaders(sampling):
     result = profile("--synthetic", "10000,100000,16", "--link", "--batch-size", "512", "--ranks-per-node", "2",
-                     "--budget", "20")
+                     "--budget", "20", "--loader-only")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "LinkNeighborLoader(data, num_neighbors=[10, 5], batch_size=512" in result.json["recommendation"]["code"]
     measured = [c for c in result.json["configs"] if c["status"] == "ok"]
