@@ -372,14 +372,15 @@ def remeasure(advice, size):
 def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, tmp_path, token):
     watched = [tmp_path, SCRIPTS]
     before = tree_state(*watched)
-    result = profile("--synthetic", SMALL, "--budget", "20", cwd=tmp_path, token=token)
+    result = profile("--synthetic", SMALL, "--budget", "20", "--loader-only", cwd=tmp_path, token=token)
     assert hostile.survivors(token) == []
     assert tree_state(*watched) == before  # no file in the working directory, no __pycache__ in the skill
     assert result.returncode == 0, result.stderr[-3000:]
     document = result.json
     assert document["gates"]["measured"]["passed"] is True
     measured = [c for c in document["configs"] if c["status"] == "ok"]
-    assert {c["name"] for c in measured} >= {"default", "workers-1", "workers-2"}
+    # Issue 31: persistent worker counts are measured with the main process's threads as a second axis.
+    assert {c["name"] for c in measured} >= {"default", "workers-1-threads-1", "workers-2-threads-1"}
     for config in measured:
         assert CONFIG_KEYS <= set(config)
         low, high = config["batches_per_s_range"]
@@ -390,7 +391,8 @@ def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, t
     advice = document["recommendation"]
     assert {"settings", "env", "speedup", "code"} <= set(advice)
     assert ("loader-faster-settings" in result.ids()) == advice["beats_default"]
-    assert ("loader-default-is-best" in result.ids()) != advice["beats_default"]
+    assert ("loader-default-is-best" in result.ids() or "loader-too-busy-to-tell" in result.ids()) != \
+        advice["beats_default"]  # issue 31: on a busy machine it may say it cannot tell
     if not advice["beats_default"]:
         assert advice["settings"] == {} and advice["speedup"] == 1.0
     again = remeasure(advice, SMALL)
@@ -400,7 +402,7 @@ def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, t
 
 def test_saved_data_with_seed_mask_and_markdown_report(sampling, inputs):
     completed = subprocess.run([sys.executable, SCRIPT, "--data", str(inputs / "graph.pt"), "--input-nodes",
-                                "train_mask", "--format", "markdown", "--budget", "15"], capture_output=True,
+                                "train_mask", "--format", "markdown", "--budget", "15", "--loader-only"], capture_output=True,
                                text=True, timeout=120, env=clean_env(), stdin=subprocess.DEVNULL)
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = completed.stdout
@@ -412,7 +414,7 @@ def test_saved_data_with_seed_mask_and_markdown_report(sampling, inputs):
 @pytest.mark.finding("loader-config-failed")
 def test_store_pair_is_profiled_and_a_configuration_that_fails_is_named(sampling, stores):
     before = tree_state(stores)
-    result = profile("--store", "mystores:main_process_only", "--budget", "20", cwd=stores)
+    result = profile("--store", "mystores:main_process_only", "--budget", "20", "--loader-only", cwd=stores)
     assert tree_state(stores) == before  # the user's module was imported without a __pycache__
     assert result.returncode == 0, result.stderr[-3000:]
     by_name = {c["name"]: c for c in result.json["configs"]}
@@ -428,7 +430,7 @@ def test_store_pair_is_profiled_and_a_configuration_that_fails_is_named(sampling
 
 def test_ranks_per_node_measures_concurrent_link_loaders(sampling):
     result = profile("--synthetic", "10000,100000,16", "--link", "--batch-size", "512", "--ranks-per-node", "2",
-                     "--budget", "20")
+                     "--budget", "20", "--loader-only")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "LinkNeighborLoader(data, num_neighbors=[10, 5], batch_size=512" in result.json["recommendation"]["code"]
     measured = [c for c in result.json["configs"] if c["status"] == "ok"]

@@ -7,8 +7,10 @@ from .graph import LOADER_KEYS
 PYG_DEFAULTS = {"num_workers": 0, "persistent_workers": False, "filter_per_worker": True, "pin_memory": False}
 
 
-def recommendation(configs, spec, ranks):
+def recommendation(configs, spec, ranks, blocks=None, baseline=None):
     """None when nothing was measured; else the recommendation section of the report."""
+    if blocks:
+        return paired_recommendation(configs, spec, ranks, blocks, baseline or "default")
     chosen, beats_default, default = plan.choose(configs)
     if chosen is None:
         return None
@@ -38,6 +40,62 @@ def recommendation(configs, spec, ranks):
     return section
 
 
+def kwargs_of(settings):
+    kwargs = {key: settings[key] for key in LOADER_KEYS if settings[key] != PYG_DEFAULTS[key]}
+    if not settings["num_workers"]:
+        kwargs.pop("persistent_workers", None)
+    return kwargs
+
+
+def env_of(settings):
+    return {"OMP_NUM_THREADS": str(settings["torch_threads"])}
+
+
+def worker_threads_of(settings):
+    return (settings.get("worker_threads") or 1) if settings["num_workers"] else 1
+
+
+def paired_recommendation(configs, spec, ranks, blocks, baseline):
+    """The recommendation from interleaved rounds: speedups are the medians of the paired ratios
+    (same round) against the user's settings (the baseline) and against the default loader."""
+    chosen, verdict, base = plan.choose_paired(configs, blocks, baseline)
+    if chosen is None:
+        return None
+    by_name = {c["name"]: c for c in plan.measured(configs)}
+    default = by_name.get("default")
+    settings = chosen["settings"]
+    kwargs, env = kwargs_of(settings), env_of(settings)
+    fastest = max((c for c in by_name.values() if c.get("rounds")), key=lambda c: c["ratio_to_baseline"] or 0)
+    load = plan.load_of(blocks)
+    section = {
+        "config": chosen["name"], "settings": kwargs, "env": env, "loader_cores": None,
+        "verdict": verdict, "beats_default": verdict == "faster" and chosen["name"] != "default"
+        and (default is None or plan.wins(blocks, chosen["name"], "default") or baseline != "default"),
+        "baseline": baseline, "speedup": chosen["ratio_to_baseline"],
+        "speedup_range": chosen["ratio_to_baseline_range"],
+        "speedup_over_default": chosen.get("ratio_to_default"),
+        "median_epoch_batches_per_s": chosen["epoch_batches_per_s"],
+        "baseline_median_epoch_batches_per_s": base["epoch_batches_per_s"],
+        "default_median_epoch_batches_per_s": default["epoch_batches_per_s"] if default else None,
+        "noise_batches_per_s": round(max(plan.spread(chosen), plan.spread(base)), 3),
+        "fastest_measured": {"config": fastest["name"], "epoch_batches_per_s": fastest["epoch_batches_per_s"],
+                             "ratio_to_baseline": fastest["ratio_to_baseline"],
+                             "ratio_to_baseline_range": fastest["ratio_to_baseline_range"],
+                             "ratio_to_default": fastest.get("ratio_to_default")},
+        "rounds": chosen["rounds"], "load": load, "by_load": plan.winners_by_load(blocks, configs),
+        "epoch_s": epoch_seconds(chosen, spec), "baseline_epoch_s": epoch_seconds(base, spec),
+        "worker_threads": worker_threads_of(settings),
+        "code": code(spec, kwargs, env, None, ranks, worker_threads_of(settings)),
+    }
+    return section
+
+
+def epoch_seconds(config, spec):
+    """One epoch's seconds at the measured rate: batches per epoch over epoch batches/s."""
+    batches = spec.get("batches_per_epoch")
+    return round(batches / config["epoch_batches_per_s"], 2) if batches and config["epoch_batches_per_s"] else None
+
+
 def seeds_argument(spec):
     if spec.get("link"):
         edges = spec.get("input_edges")
@@ -53,7 +111,7 @@ def seeds_argument(spec):
     return "input_nodes=%r" % attribute if spec.get("hetero") else "input_nodes=data.%s" % attribute
 
 
-def code(spec, kwargs, env, loader_cores, ranks):
+def code(spec, kwargs, env, loader_cores, ranks, worker_threads=1):
     """The loader as the user would write it with the recommended settings."""
     cls = "LinkNeighborLoader" if spec.get("link") else "NeighborLoader"
     data = "(feature_store, graph_store)" if spec.get("store") else "data"
@@ -63,6 +121,8 @@ def code(spec, kwargs, env, loader_cores, ranks):
         arguments.append(seeds)
     arguments += ["batch_size=%d" % spec["batch_size"]] + (["shuffle=True"] if spec["shuffle"] else [])
     arguments += ["%s=%r" % (key, value) for key, value in kwargs.items()]
+    if worker_threads != 1:
+        arguments.append("worker_init_fn=lambda worker_id: torch.set_num_threads(%d)" % worker_threads)
     lines = ["# before Python starts: %s" % " ".join("export %s=%s" % item for item in sorted(env.items())),
              "from torch_geometric.loader import %s" % cls,
              "loader = %s(%s)" % (cls, ", ".join(arguments))]

@@ -17,43 +17,58 @@ USAGE = """\
 %(prog)s (--synthetic NODES,EDGES,FEATURES | --data PATH | --store MODULE:CALLABLE)
        [--num-neighbors 10,5] [--batch-size N] [--input-nodes SPEC] [--link]
        [--input-edges SRC,REL,DST] [--no-shuffle] [--ranks-per-node N]
-       [--max-workers N] [--budget SECONDS] [--format {json,markdown}]
+       [--step MODULE:CALLABLE | --model MODULE:CALLABLE | --stand-in CONV,LAYERS,HIDDEN | --loader-only]
+       [--current KEY=VALUE,...] [--max-workers N] [--budget SECONDS] [--format {json,markdown}]
        [--no-redact] [--pretty] [--list-findings] [--explain ID]"""
 
 EPILOG = EXIT_CODES_HELP + """  The gate "measured" fails (exit 1) when not a single configuration could be
-  measured; the findings say why.
+  measured; the findings say why. Interrupted (SIGINT, SIGTERM): its children
+  are ended and the JSON says so (status "interrupted", finding
+  loader-profile-interrupted, what was measured so far), exit 130 or 143.
+
+what it measures: the training loop, not the loader alone
+  for each batch a training step runs: yours (--step MODULE:CALLABLE, called
+  with the batch), a built-in forward/backward/optimizer step on your model
+  (--model MODULE:CALLABLE returning a torch.nn.Module called as
+  model(x, edge_index)), or by default a stand-in (--stand-in sage,2,64: conv
+  type sage|gcn|gat|gin, layers, hidden width; size it like your model).
+  The figure is steps (and seeds) per second of whole epochs: a new epoch pays
+  its workers' start-up unless persistent_workers=True. --loader-only times
+  the loader alone, as before.
 
 what it varies (one rank process per --ranks-per-node, all measured at once):
-  num_workers 0, 1, 2, 4, ... up to the cores each rank gets; then, around the
-  fastest worker count: persistent_workers off, filter_per_worker=False,
-  enable_cpu_affinity with explicit loader_cores, the main process's torch
-  threads (what OMP_NUM_THREADS sets), pin_memory=True where a GPU is present.
+  your settings (--current, e.g. num_workers=6,persistent_workers=False,
+  threads=2), the default loader, and persistent num_workers 0, 1, 2 and the
+  cores each rank gets, each with the main process's torch threads (what
+  OMP_NUM_THREADS sets) at 1, at the cores left and at all the cores; the
+  cores are those the affinity mask and the cgroup CPU quota allow.
 
-what it measures, per configuration:
-  batches/s and seeds/s (median of timed windows after a warm-up, with the
-  range), batches/s over whole epochs (each epoch pays its start-up), time to
-  the first batch, peak RSS of the loader process and its workers; once, where
-  a default batch's time goes (sampling, feature fetch, collation).
+how it measures on a busy machine:
+  configurations run in short blocks, interleaved, in rounds (forward, then
+  reversed); each block's rate is paired with your settings' block of the same
+  round, and the CPU other processes used during each block is recorded.
 
 what it recommends:
-  a configuration only when its median beats the default loader's
-  (num_workers=0) by more than the measured spread; of those within the noise of
-  the fastest, the one with the fewest workers; else the default, saying the
-  difference is noise. "recommendation" holds the loader kwargs, the
-  environment, the speedup (ratio of the two medians) and code to paste.
+  a configuration only when it beats your settings (or the default) in every
+  round; of those, the cheapest that the fastest does not beat in every round.
+  When the rounds disagree on a busy machine, it says it could not tell
+  (loader-too-busy-to-tell) and what to run when it is quiet; when fewer
+  threads win only under load, it gives both settings (loader-load-decides).
 
 what it guarantees:
   One JSON document on stdout (or markdown with --format markdown), progress on
-  stderr. The whole run stays within --budget. Your data file, store module and
-  PyG's samplers run in a sandboxed child; every process it starts is ended on
-  exit, on a deadline and on SIGTERM. No file is written in your folders or the
-  skill's (no __pycache__); a data file is loaded with weights_only=True only.
+  stderr. The whole run stays within --budget. Your data file, store, step and
+  model modules and PyG's samplers run in sandboxed children; every process it
+  starts is ended on exit, on a deadline, on SIGINT and on SIGTERM. No file is
+  written in your folders or the skill's (no __pycache__); a data file is
+  loaded with weights_only=True only.
 
 examples:
   python3 scripts/profile_loader.py --synthetic 200000,2000000,128 --pretty
-  python3 scripts/profile_loader.py --data graph.pt --num-neighbors 15,10 --input-nodes train_mask
+  python3 scripts/profile_loader.py --data graph.pt --num-neighbors 15,10 --batch-size 512 \\
+      --step train:step --current num_workers=6,threads=2 --format markdown
+  python3 scripts/profile_loader.py --data graph.pt --stand-in sage,2,256 --input-nodes train_mask
   python3 scripts/profile_loader.py --store mystores:make_stores --ranks-per-node 4
-  python3 scripts/profile_loader.py --data graph.pt --format markdown
 """
 
 
@@ -61,10 +76,11 @@ POSITIVE = shared_cli.whole_number(1)
 
 
 DESCRIPTION = """\
-Measure PyG's NeighborLoader / LinkNeighborLoader on your graph, fan-outs and
-cores with different workers, threads, affinity and memory settings, and
-recommend the fastest measured settings as code to paste, with the speedup over
-num_workers=0.
+Measure your training loop (PyG's NeighborLoader / LinkNeighborLoader and a
+training step per batch) on your graph, fan-outs and cores with different
+workers and threads, against the settings you run today, and recommend the
+fastest measured settings as code to paste, with the speedup over yours and
+over the default.
 """
 
 
@@ -78,7 +94,7 @@ def build_parser():
     source.add_argument("--store", metavar="MODULE:CALLABLE",
                         help="a callable returning (FeatureStore, GraphStore); MODULE is imported from the current "
                              "directory, or give path/to/file.py:CALLABLE")
-    parser.add_argument("--num-neighbors", metavar="N,N,...", type=shared_cli.fan_outs, default=[10, 5],
+    parser.add_argument("--num-neighbors", metavar="N,N,...", type=fan_outs, default=[10, 5],
                         help="fan-out per hop, as num_neighbors (default 10,5; -1 takes all neighbours)")
     parser.add_argument("--batch-size", metavar="N", type=POSITIVE, default=1024, help="seeds per batch (default 1024)")
     parser.add_argument("--input-nodes", metavar="SPEC",
@@ -91,6 +107,21 @@ def build_parser():
     parser.add_argument("--ranks-per-node", metavar="N", type=POSITIVE, default=1,
                         help="run N loaders at once in separate processes, as N DDP ranks on one node do, and "
                              "measure their aggregate; each gets 1/N of the cores (default 1)")
+    step = parser.add_mutually_exclusive_group()
+    step.add_argument("--step", metavar="MODULE:CALLABLE",
+                      help="your training step, called with each batch (forward, backward, optimizer step); "
+                           "MODULE is imported from the current directory, or give path/to/file.py:CALLABLE")
+    step.add_argument("--model", metavar="MODULE:CALLABLE",
+                      help="a callable returning your torch.nn.Module, called as model(x, edge_index); the "
+                           "profiler runs cross-entropy on the seeds, backward and an Adam step")
+    step.add_argument("--stand-in", metavar="CONV,LAYERS,HIDDEN", type=stand_in,
+                      help="the built-in model, sized like yours: sage|gcn|gat|gin, layers, hidden width "
+                           "(default sage, one layer per hop, 64)")
+    step.add_argument("--loader-only", action="store_true", help="time the loader alone, with no training step")
+    parser.add_argument("--current", metavar="KEY=VALUE,...", type=current_settings,
+                        help="the loader settings you run today, the baseline of every speedup: num_workers, "
+                             "persistent_workers, filter_per_worker, pin_memory, threads (the main process's "
+                             "torch threads), worker_threads (default: PyG's defaults, torch's threads)")
     parser.add_argument("--max-workers", metavar="N", type=POSITIVE,
                         help="largest num_workers to try (default: the cores each rank gets)")
     parser.add_argument("--budget", metavar="SECONDS", type=shared_cli.seconds, default=DEFAULT_BUDGET_S,
@@ -109,6 +140,66 @@ def synthetic_size(text):
     return [nodes, edges, features]
 
 
+INT64_MAX = 2 ** 63 - 1
+
+
+def fan_outs(text):
+    """--num-neighbors: the shared parser, and each count within int64 (what the samplers take)."""
+    import argparse
+    hops = shared_cli.fan_outs(text)
+    if any(hop > INT64_MAX for hop in hops):
+        raise argparse.ArgumentTypeError("a fan-out above %d does not fit the sampler's int64, got %r"
+                                         % (INT64_MAX, text))
+    return hops
+
+
+STAND_IN_CONVS = ("sage", "gcn", "gat", "gin")
+
+
+def stand_in(text):
+    import argparse
+    parts = text.split(",")
+    try:
+        conv, layers, hidden = parts[0].lower(), int(parts[1]), int(parts[2])
+    except (IndexError, ValueError):
+        raise argparse.ArgumentTypeError("expected CONV,LAYERS,HIDDEN such as sage,2,64, got %r" % text)
+    if len(parts) != 3 or conv not in STAND_IN_CONVS or not 1 <= layers <= 16 or not 1 <= hidden <= 65536:
+        raise argparse.ArgumentTypeError("expected CONV (one of %s), LAYERS 1-16, HIDDEN 1-65536, got %r"
+                                         % ("|".join(STAND_IN_CONVS), text))
+    return {"conv": conv, "layers": layers, "hidden": hidden}
+
+
+CURRENT_KEYS = {"num_workers": "count", "threads": "positive", "worker_threads": "positive",
+                "persistent_workers": "bool", "filter_per_worker": "bool", "pin_memory": "bool"}
+
+
+def current_settings(text):
+    """--current num_workers=6,persistent_workers=False,threads=2 -> {key: value}."""
+    import argparse
+    settings = {}
+    for item in text.split(","):
+        key, equals, value = item.strip().partition("=")
+        key = {"omp_num_threads": "threads", "torch_threads": "threads"}.get(key.lower(), key)
+        kind = CURRENT_KEYS.get(key)
+        if not equals or kind is None:
+            raise argparse.ArgumentTypeError("expected KEY=VALUE pairs with KEY one of %s, got %r"
+                                             % (", ".join(sorted(CURRENT_KEYS)), item))
+        if kind == "bool":
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise argparse.ArgumentTypeError("%s takes True or False, got %r" % (key, value))
+            settings[key] = value.lower() in ("true", "1")
+            continue
+        try:
+            number = int(value)
+        except ValueError:
+            number = -1
+        if number < (0 if kind == "count" else 1) or number > 4096:
+            raise argparse.ArgumentTypeError("%s takes a whole number %s, got %r"
+                                             % (key, ">= 0" if kind == "count" else ">= 1", value))
+        settings[key] = number
+    return settings
+
+
 def edge_type(text):
     import argparse
     parts = text.split(",")
@@ -125,8 +216,13 @@ def check_combination(parser, options):
         parser.error("--input-edges needs --link")
     if options.link and options.input_nodes:
         parser.error("--input-nodes is for node loaders; with --link use --input-edges")
+    if options.data and os.path.isdir(options.data):
+        parser.error("--data %s: is a directory; give the file torch.save(data) wrote" % options.data)
     if options.data and not os.path.isfile(options.data):
         parser.error("--data %s: no such file" % options.data)
+    for flag, reference in (("--step", options.step), ("--model", options.model)):
+        if reference and ":" not in reference:
+            parser.error("%s expects MODULE:CALLABLE, got %r" % (flag, reference))
     if options.store and ":" not in options.store:
         parser.error("--store expects MODULE:CALLABLE, got %r" % options.store)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -163,8 +259,24 @@ def stack_missing():
                           "interpreter of your training environment" % quote(sys.executable))
 
 
+def stderr_usable():
+    """A closed stderr (`2>&-`) must change nothing but what is lost: fd 2 gets /dev/null, so that no
+    file the tool opens later lands on fd 2 and sys.stderr is writable."""
+    try:
+        os.fstat(2)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 2:
+            os.dup2(fd, 2)
+            os.close(fd)
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+
+
 def main(argv=None):
     started = time.time()
+    stderr_usable()
     argv = list(sys.argv[1:] if argv is None else argv)
     options = None
     try:

@@ -195,8 +195,17 @@ def build_loader(data, spec, settings, seeds, samplers):
         samplers[share] = NeighborSampler(data, num_neighbors=spec["num_neighbors"], share_memory=share)
     kwargs = dict(seeds, batch_size=spec["batch_size"], shuffle=spec["shuffle"],
                   neighbor_sampler=samplers[share], **loader_kwargs(settings))
+    threads = settings.get("worker_threads") or 1
+    if share and threads != 1:  # torch's DataLoader gives each worker one thread; this sets it after that
+        import functools
+        kwargs["worker_init_fn"] = functools.partial(set_worker_threads, threads)
     cls = LinkNeighborLoader if spec.get("link") else NeighborLoader
     return cls(data, num_neighbors=spec["num_neighbors"], **kwargs)
+
+
+def set_worker_threads(threads, worker_id):
+    import torch
+    torch.set_num_threads(threads)
 
 
 LOADER_KEYS = ("num_workers", "persistent_workers", "filter_per_worker", "pin_memory")

@@ -60,22 +60,24 @@ class Stream(object):
         from .graph import seeds_in
         self.loader, self.link, self.seeds_in = loader, link, seeds_in
         self.iterator = None
+        self.batch = None  # the last batch, for the training step
         self.restarts = []  # seconds from iter() to the first batch of each later epoch
 
     def first(self):
         started = time.perf_counter()
         self.iterator = iter(self.loader)
-        batch = next(self.iterator)
+        batch = self.batch = next(self.iterator)
         return time.perf_counter() - started, self.seeds_in(batch, self.link)
 
     def next(self):
         """-> (seeds, seconds spent starting a new epoch inside this call)."""
         try:
-            return self.seeds_in(next(self.iterator), self.link), 0.0
+            self.batch = next(self.iterator)
+            return self.seeds_in(self.batch, self.link), 0.0
         except StopIteration:
             started = time.perf_counter()
             self.iterator = iter(self.loader)
-            batch = next(self.iterator)
+            batch = self.batch = next(self.iterator)
             restart = time.perf_counter() - started
             self.restarts.append(restart)
             return self.seeds_in(batch, self.link), restart
@@ -193,3 +195,66 @@ def breakdown(loader, seconds, link):
     collate = max(step - sample - fetch, 0.0)  # medians of separate timings: the rest is at least none
     return {"batches": len(stages["step_s"]), "sample_s": sample, "fetch_s": fetch, "collate_s": collate,
             "batch_s": sample + fetch + collate}
+
+
+def machine_busy_seconds():
+    """CPU seconds every process on the machine has used (all cores), from /proc/stat; None elsewhere."""
+    import os
+    try:
+        with open("/proc/stat") as handle:
+            fields = handle.readline().split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+    busy = sum(int(v) for i, v in enumerate(fields[1:9]) if i not in (3, 4))
+    return busy / float(os.sysconf("SC_CLK_TCK"))
+
+
+def own_cpu_seconds():
+    """CPU seconds of this process and its children that have ended (the workers, once joined)."""
+    import os
+    times = os.times()
+    return times[0] + times[1] + times[2] + times[3]
+
+
+def loop_block(loader, settings, seconds, link, step, cores=None):
+    """One block of the training loop: `for batch in loader: step(batch)` for about `seconds`, from a
+    fresh iter(loader) (its workers start, as at an epoch's start), then its workers are ended.
+
+    -> the first batch's time (start-up), the steady steps/s after the prefetch burst, the CPU this
+    process and its workers used and the CPU the whole machine used over the same interval, so the
+    coordinator can tell how much other processes took."""
+    affinity = loader.enable_cpu_affinity(cores) if cores else contextlib.nullcontext()
+    stream = Stream(loader, link)
+    run = step or (lambda batch: None)
+    machine_before, own_before = machine_busy_seconds(), own_cpu_seconds()
+    wall_started = time.perf_counter()
+    end = wall_started + seconds
+    steps = seeds = 0
+    paused = timed = 0.0
+    with PeakRss(stream.worker_pids) as rss, affinity:
+        try:
+            first_batch_s, _ = stream.first()
+            run(stream.batch)
+            # Workers start together, so their first batches arrive in a burst: skip one a worker.
+            # A slow step (a busy machine, a large model) cuts the warm-up short rather than the block long.
+            warm_until = wall_started + seconds / 2
+            for _ in range(settings["num_workers"] + 1):
+                if time.perf_counter() > warm_until:
+                    break
+                stream.next()
+                run(stream.batch)
+            started = time.perf_counter()
+            while steps < 1 or time.perf_counter() < end:
+                count, restart = stream.next()
+                run(stream.batch)
+                steps, seeds, paused = steps + 1, seeds + count, paused + restart
+            timed = max(time.perf_counter() - started - paused, 1e-9)
+        finally:
+            stream.close()
+    wall = time.perf_counter() - wall_started
+    machine_after, own_after = machine_busy_seconds(), own_cpu_seconds()
+    return {"first_batch_s": first_batch_s, "steps_per_s": steps / timed, "seeds_per_s": seeds / timed,
+            "steps": steps, "restarts": list(stream.restarts), "wall_s": wall, "own_cpu_s": own_after - own_before,
+            "machine_cpu_s": None if machine_before is None else machine_after - machine_before,
+            "peak_rss_bytes": rss.peak}

@@ -56,14 +56,42 @@ def host_facts():
             "numa_cores": {str(node): [cpus for _, cpus in cores] for node, cores in numa.items()},
             "memory_total_bytes": memory.total, "memory_available_bytes": memory.available, "shm": shm,
             "torch_threads_default": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "cuda": bool(torch.cuda.is_available()), "start_method": "fork"}
+            "cuda": bool(torch.cuda.is_available()), "start_method": "fork",
+            "cgroup_cpu_quota_cores": cgroup_quota_cores(), "usable_cores": usable_cores(allowed)}
+
+
+def cgroup_quota_cores():
+    """The CPU quota of this process's cgroup in cores (cgroup v2 cpu.max, else v1 cfs), None if unlimited."""
+    for path, parse in (("/sys/fs/cgroup/cpu.max", lambda t: t.split()),
+                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", None)):
+        try:
+            with open(path) as handle:
+                text = handle.read().strip()
+            if parse is not None:
+                quota, period = parse(text)[:2]
+            else:
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as handle:
+                    quota, period = text, handle.read().strip()
+            if quota in ("max", "-1"):
+                return None
+            return round(int(quota) / float(int(period)), 2)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def usable_cores(allowed):
+    """The cores this process may run on at once: its affinity mask, capped by the cgroup quota."""
+    import math
+    quota = cgroup_quota_cores()
+    return max(1, min(len(allowed), int(math.ceil(quota)) if quota else len(allowed)))
 
 
 class Coordinator(object):
     def __init__(self, options, host, reporter, measure=True):
         self.options, self.host, self.reporter, self.measure_at_all = options, host, reporter, measure
         self.ranks = options["ranks"]
-        self.per_rank = max(1, len(host["allowed_cores"]) // self.ranks)
+        self.per_rank = max(1, host.get("usable_cores", len(host["allowed_cores"])) // self.ranks)
         self.deadline = options["deadline"] - STOP_RESERVE_S
         self.processes, self.connections = [], []
         self.stopped = None  # why measuring stopped early, if it did
@@ -75,7 +103,7 @@ class Coordinator(object):
     def run(self):
         try:
             if self.start_ranks() and self.measure_at_all:
-                self.walk_plan()
+                self.walk_rounds()
         finally:
             self.end_ranks()
 
@@ -107,6 +135,7 @@ class Coordinator(object):
         first = answers[0]
         self.default_threads = first["default_threads"]
         self.batches_per_epoch = first["batches_per_epoch"]
+        self.seeds = first["seeds"]
         self.reporter.publish("graph", dict(first["graph"], seeds=first["seeds"],
                                             batches_per_epoch=first["batches_per_epoch"]))
         return True
@@ -155,6 +184,119 @@ class Coordinator(object):
             process.join(max(until - time.time(), 0))
         from diagnostics_core.sandbox import end_descendants
         end_descendants()  # a rank that did not stop, and any worker it left
+
+    def walk_rounds(self):
+        """Every candidate once per round, in short blocks, forward then reversed, so that each one's
+        block is paired with the baseline's under the load of the same round."""
+        default = plan.default_settings(self.default_threads)
+        current = plan.current_settings(self.options.get("current"), default)
+        self.breakdown()
+        if not self.prepare_step():
+            return
+        queue = plan.candidates(default, current, self.per_rank, self.options.get("max_workers"))
+        baseline = queue[0][0]
+        self.reporter.publish("plan", {"baseline": baseline, "candidates": [name for name, _ in queue],
+                                       "cores_per_rank": self.per_rank, "target_rounds": plan.TARGET_ROUNDS})
+        blocks, failed, overhead, round_index, slow = [], {}, 0.3, 0, set()
+        while self.stopped is None and round_index < plan.MAX_ROUNDS:
+            active = [(name, settings) for name, settings in queue if name not in failed and name not in slow]
+            left = self.deadline - time.time()
+            seconds = plan.block_seconds(left, len(active) * max(plan.TARGET_ROUNDS - round_index, 1), overhead)
+            if seconds is None and round_index < plan.MIN_ROUNDS:  # a short budget: two rounds still pair
+                seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index), overhead)
+            if seconds is None and round_index == 0:  # shorter still: the first candidates only (the rest skipped)
+                fits = int(left // (plan.MIN_ROUNDS * (plan.MIN_BLOCK_S + overhead)))
+                if fits >= 2:
+                    slow |= {name for name, _ in active[fits:]}  # published as skipped: budget-short names them
+                    active = active[:fits]
+                    seconds = plan.MIN_BLOCK_S
+            if seconds is None or not active:
+                break
+            seconds = min(seconds, plan.MAX_BLOCK_S)
+            spent = []
+            for name, settings in (active if round_index % 2 == 0 else active[::-1]):
+                if self.deadline - time.time() < seconds + overhead:
+                    break
+                started = time.time()
+                block = self.block(name, settings, seconds, round_index)
+                spent.append(time.time() - started - seconds)
+                if block is None:
+                    break
+                if block.get("status") == "failed":
+                    failed[name] = block
+                else:
+                    blocks.append(block)
+            overhead = max(statistics.mean(spent), 0.05) if spent else overhead
+            slow |= plan.dropped(blocks, round_index, keep={baseline, "default"})
+            round_index += 1
+            if round_index == 1:
+                queue += self.fallbacks(queue, failed, blocks)
+        self.publish_configs(queue, blocks, failed, baseline)
+
+    def prepare_step(self):
+        """Every rank builds the training step and runs it once, within a bound of its own."""
+        seconds = min(max((self.deadline - time.time()) * 0.3, 2.0), 60.0)
+        self.say("preparing the training step (%s)" % (self.options["spec"].get("loop") or {}).get("kind"))
+        for connection in self.connections:
+            connection.send({"command": "step"})
+        self.reporter.begin("prepare the training step", seconds + ANSWER_GRACE_S)
+        answers = self.collect(time.time() + seconds + ANSWER_GRACE_S, "prepare the training step")
+        self.reporter.end()
+        if answers is None:
+            return False
+        problems = [a for a in answers if a["status"] != "ok"]
+        if problems:
+            self.reporter.publish("input_problem", problems[0])
+            return False
+        return True
+
+    def fallbacks(self, queue, failed, blocks):
+        """Workers that failed where they fetch (a store client that cannot cross a fork, features too
+        large for shared memory) may work when the main process fetches."""
+        settings_of = dict(queue)
+        if any(settings_of[b["config"]]["num_workers"] for b in blocks):
+            return []
+        broken = [failed[name]["settings"] for name, _ in queue if name in failed
+                  and failed[name]["settings"]["num_workers"] and failed[name]["settings"]["filter_per_worker"]]
+        if not broken:
+            return []
+        base = {k: v for k, v in broken[0].items() if k != "affinity_cores"}
+        return [("%s-filter-in-main" % plan.name_of(base), dict(base, filter_per_worker=False))]
+
+    def block(self, name, settings, seconds, round_index):
+        """One block of one configuration in every rank; -> the combined block, a failed record, or None."""
+        self.say("round %d: %s for %.1f s" % (round_index + 1, name, seconds))
+        for rank, connection in enumerate(self.connections):
+            connection.send({"command": "block", "settings": settings, "seconds": seconds, "cores": None})
+        # Start-up is not a hang: each worker gets a while to start and to end.
+        bound = seconds * 3 + ANSWER_GRACE_S + settings["num_workers"] * 2.0 + 10.0
+        self.reporter.begin("measure %s" % name, bound)
+        answers = self.collect(time.time() + bound, "measure %s" % name)
+        self.reporter.end()
+        if answers is None:
+            return None
+        if any(a["status"] != "ok" for a in answers):
+            problem = next(a for a in answers if a["status"] != "ok")
+            self.barrier.reset()  # ranks that waited for the failed one broke it; the next block needs it whole
+            return {"config": name, "settings": settings, "status": "failed", "error": problem["error"],
+                    "traceback": problem.get("traceback")}
+        block = dict(plan.combine_block(answers, settings, self.batches_per_epoch), config=name, round=round_index)
+        self.reporter.append("blocks", block)
+        return block
+
+    def publish_configs(self, queue, blocks, failed, baseline):
+        seeds_per_batch = float(self.seeds) / max(self.batches_per_epoch, 1)
+        for name, settings in queue:
+            if name in failed:
+                record = {"name": name, "settings": settings, "status": "failed", "error": failed[name]["error"],
+                          "traceback": failed[name].get("traceback")}
+            elif any(b["config"] == name for b in blocks):
+                record = plan.config_record(name, settings, blocks, baseline, "default", seeds_per_batch)
+            else:
+                record = {"name": name, "settings": settings,
+                          "status": "skipped" if self.stopped is None else self.stopped["how"]}
+            self.configs.append(record)
+            self.reporter.append("configs", record)
 
     def walk_plan(self):
         default = plan.default_settings(self.default_threads)

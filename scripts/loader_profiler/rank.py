@@ -27,11 +27,17 @@ def rank_main(rank, connection, barrier, spec, closed_fds):
             connection.send(guarded(lambda: run_breakdown(ready, spec, samplers, message["seconds"], default_threads)))
         elif message["command"] == "measure":
             connection.send(guarded(lambda: run_measure(ready, spec, samplers, message, barrier)))
+        elif message["command"] == "step":
+            connection.send(prepare_step(ready, spec, samplers))
+        elif message["command"] == "block":
+            connection.send(guarded(lambda: run_block(ready, spec, samplers, message, barrier)))
 
 
 def setup(spec):
-    """Load the graph and check that the user's loader builds; -> {"answer": ..., "data", "seeds"}."""
+    """Load the graph, check that the user's loader builds and that the training step runs on one of
+    its batches; -> {"answer": ..., "data", "seeds", "step"}."""
     from .graph import InputProblem, build_loader, load_graph, seed_input, short_error
+    from .step import build_step
     try:
         data, facts = load_graph(spec)
         seeds = seed_input(data, spec)
@@ -43,6 +49,31 @@ def setup(spec):
                            "evidence": {"error": short_error(error)}}}
     return {"answer": {"status": "ready", "graph": facts, "seeds": len(loader.dataset),
                        "batches_per_epoch": len(loader)}, "data": data, "seeds": seeds}
+
+
+def prepare_step(ready, spec, samplers):
+    """Build the training step on a first batch and run it once: a step that fails, fails here once,
+    not in every configuration. -> {"status": "ok"} or the input problem that explains it."""
+    from .graph import InputProblem, build_loader, short_error
+    from .step import build_step
+    loop = spec.get("loop") or {"kind": "loader-only"}
+    try:
+        loader = build_loader(ready["data"], spec, {"num_workers": 0}, ready["seeds"], samplers)
+        batch = next(iter(loader))
+    except Exception as error:  # noqa: BLE001 - the user's store or settings
+        return {"status": "input-problem", "finding": "loader-setup-failed", "evidence": {"error": short_error(error)}}
+    try:
+        step = build_step(loop, batch)
+        if step is not None:
+            step(batch)
+    except InputProblem as problem:
+        return {"status": "input-problem", "finding": problem.finding_id, "evidence": problem.evidence}
+    except Exception as error:  # noqa: BLE001 - the user's step or model
+        import traceback
+        return {"status": "input-problem", "finding": "loader-step-failed",
+                "evidence": {"loop": loop, "error": short_error(error), "traceback": traceback.format_exc()[-1500:]}}
+    ready["step"] = step
+    return {"status": "ok", "loop": loop["kind"]}
 
 
 def guarded(work):
@@ -72,3 +103,15 @@ def run_measure(ready, spec, samplers, message, barrier):
     loader = build_loader(ready["data"], spec, settings, ready["seeds"], samplers)
     barrier.wait(timeout=message["seconds"])  # every rank starts timing together, as DDP ranks run
     return measure(loader, settings, message["seconds"], bool(spec.get("link")), message.get("cores"))
+
+
+def run_block(ready, spec, samplers, message, barrier):
+    import torch
+    from .graph import build_loader
+    from .measure import loop_block
+    settings = message["settings"]
+    torch.set_num_threads(settings["torch_threads"])
+    loader = build_loader(ready["data"], spec, settings, ready["seeds"], samplers)
+    barrier.wait(timeout=message["seconds"] + 30)  # every rank starts together, as DDP ranks run
+    return loop_block(loader, settings, message["seconds"], bool(spec.get("link")), ready.get("step"),
+                      message.get("cores"))

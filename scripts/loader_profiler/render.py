@@ -9,7 +9,8 @@ from diagnostics_core.markdown import cell, code, private_names, redact, termina
 from diagnostics_core.text import write_json, write_text
 from .findings import TOOL, VERSION
 
-FACT_SECTIONS = ("request", "host", "backend", "graph", "breakdown", "configs", "recommendation", "child")
+FACT_SECTIONS = ("request", "host", "backend", "graph", "breakdown", "plan", "configs", "blocks", "recommendation",
+                 "child")
 
 
 def render(facts, findings, gates, options, started, internal_error=None, usage_error=False):
@@ -48,6 +49,39 @@ def rate(value, spread=None):
     return "%.1f (%.1f-%.1f)" % (value, spread[0], spread[1]) if spread else "%.1f" % value
 
 
+def ratio(value, spread=None):
+    if value is None:
+        return "-"
+    return "%.2fx (%.2f-%.2f)" % (value, spread[0], spread[1]) if spread else "%.2fx" % value
+
+
+SHOWN_DEFAULTS = {"filter_per_worker": True, "worker_threads": 1}
+
+
+def settings_text(settings):
+    return ", ".join("%s=%s" % (k, v) for k, v in sorted(settings.items())
+                     if (v not in (None, False) and SHOWN_DEFAULTS.get(k, not v) != v) or k == "num_workers")
+
+
+VERDICTS = {"faster": "beats %s in every round",
+            "baseline": "nothing beat %s in every round: keep it",
+            "undecided": "could not tell: the rounds disagree by more than the differences; keep %s"}
+
+
+def paired_advice(advice):
+    load = advice.get("load") or {}
+    lines = ["#### Recommendation: %s (%s)" % (cell(advice["config"]), VERDICTS.get(advice["verdict"], "%s") % cell(
+                 advice["baseline"])), "",
+             "speedup %s over %s (paired, %s rounds), %s over the default; an epoch %s s against %s s" % (
+                 ratio(advice["speedup"], advice.get("speedup_range")), cell(advice["baseline"]), advice.get("rounds"),
+                 ratio(advice.get("speedup_over_default")), advice.get("epoch_s"), advice.get("baseline_epoch_s")), ""]
+    if load:
+        lines += ["load: other processes used %s cores (median; %s-%s), %d of %d blocks above %s cores" % (
+            load["other_cpu_cores_median"], load["other_cpu_cores_range"][0], load["other_cpu_cores_range"][1],
+            load["busy_blocks"], load["blocks"], load["busy_threshold_cores"]), ""]
+    return lines + ["```python", advice["code"], "```", ""]
+
+
 def markdown(document, redact_private=True):
     tool = document["tool"]
     request = document.get("request") or {}
@@ -67,12 +101,32 @@ def markdown(document, redact_private=True):
                          len(host.get("allowed_cores") or []), host.get("physical_cores"), host.get("numa_nodes")))
         lines.append("")
     configs = document.get("configs") or []
-    if configs:
+    paired = any(c.get("rounds") for c in configs)
+    if configs and paired:
+        plan = document.get("plan") or {}
+        lines += ["the loop (%s), in %s interleaved rounds; ratios are paired with **%s** in the same round"
+                  % (cell(((request.get("loop") or {}).get("kind"))), max(c.get("rounds") or 0 for c in configs),
+                     cell(plan.get("baseline"))), "",
+                  "| config | settings | epoch steps/s (range) | vs %s (range) | vs default | epoch s | first batch s "
+                  "| other CPU, cores | peak RSS MB |" % cell(plan.get("baseline")), "|---|---|---|---|---|---|---|---|---|"]
+        batches = graph.get("batches_per_epoch")
+        for c in configs:
+            settings = settings_text(c["settings"])
+            if c.get("status") != "ok":
+                lines.append("| %s | %s | %s | | | | | | |" % (cell(c["name"]), cell(settings), cell(c.get("status"))))
+                continue
+            others = c.get("other_cpu_cores") or []
+            lines.append("| %s | %s | %s | %s | %s | %s | %.2f | %s | %.0f |" % (
+                cell(c["name"]), cell(settings), rate(c["epoch_batches_per_s"], c["epoch_batches_per_s_range"]),
+                ratio(c.get("ratio_to_baseline"), c.get("ratio_to_baseline_range")), ratio(c.get("ratio_to_default")),
+                "%.1f" % (batches / c["epoch_batches_per_s"]) if batches and c["epoch_batches_per_s"] else "-",
+                c["first_batch_s"], "-" if not others else "%.1f-%.1f" % (min(others), max(others)), c["peak_rss_mb"]))
+        lines.append("")
+    elif configs:
         lines += ["| config | settings | batches/s (range) | epoch batches/s (range) | seeds/s | first batch s "
                   "| peak RSS MB |", "|---|---|---|---|---|---|---|"]
         for c in configs:
-            settings = ", ".join("%s=%s" % (k, v) for k, v in sorted(c["settings"].items()) if v not in (None, False)
-                                 or k == "num_workers")
+            settings = settings_text(c["settings"])
             if c.get("status") != "ok":
                 lines.append("| %s | %s | %s | | | | |" % (cell(c["name"]), cell(settings), cell(c.get("status"))))
                 continue
@@ -88,7 +142,9 @@ def markdown(document, redact_private=True):
                   % (split["batch_s"] * 1e3, 100 * split["sample_s"] / total, 100 * split["fetch_s"] / total,
                      100 * split["collate_s"] / total), ""]
     advice = document.get("recommendation")
-    if advice:
+    if advice and "verdict" in advice:
+        lines += paired_advice(advice)
+    elif advice:
         verdict = ("beats the default by more than the noise" if advice["beats_default"]
                    else "no configuration beat the default by more than the noise")
         lines += ["#### Recommendation: %s (%s)" % (cell(advice["config"]), verdict), "",
@@ -116,7 +172,10 @@ def summary(document):
     lines = ["profile_loader: %s (exit %d) in %.1f s" % (document["status"], document["exit_code"],
                                                          document["tool"]["elapsed_s"])]
     advice = document.get("recommendation")
-    if advice:
+    if advice and "verdict" in advice:
+        lines.append("  recommended: %s, speedup %sx over %s (%s)" % (
+            advice["config"], advice["speedup"], advice["baseline"], advice["verdict"]))
+    elif advice:
         lines.append("  recommended: %s, speedup %sx over num_workers=0 (%s)" % (
             advice["config"], advice["speedup"], "measured" if advice["beats_default"] else "the rest is noise"))
     for item in document["findings"]:

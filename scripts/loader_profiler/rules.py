@@ -45,6 +45,23 @@ def rerun(options, *changed):
     return TOOL.command(*[quote(w) for w in words])
 
 
+def rerun_without(options, flags, *added):
+    """This run's command line without `flags` (and their values), plus `added` words."""
+    from .findings import TOOL
+    words, skip = [], False
+    for word in options.argv:
+        if skip:
+            skip = False
+            continue
+        if word in flags:
+            skip = True
+            continue
+        if word.split("=", 1)[0] in flags:
+            continue
+        words.append(word)
+    return TOOL.command(*[quote(w) for w in words + list(added)])
+
+
 def no_backend(facts, options):
     backend = facts.get("backend")
     if not backend or backend["pyg_lib"] or backend["torch_sparse"]:
@@ -65,6 +82,8 @@ INPUT_FIXES = {
     "loader-store-failed": (
         "{store_check}  # names what is wrong with the pair; the traceback is in evidence"),
     "loader-setup-failed": "{rerun}",
+    "loader-step-failed": "{loader_only}  # times the loader alone meanwhile; the step's traceback is in evidence: "
+                          "fix it so that it runs on one batch, then run the profiler with it again",
 }
 
 
@@ -81,7 +100,8 @@ def input_problem(facts, options):
             problem.get("evidence")) else "Data",
         store_check=script_command("check_store_contract.py", quote(store), "--path", quote(os.getcwd()),
                                    "--skip-sampling", python=python()),
-        rerun="%s  # name an attribute or type that exists (see evidence)" % rerun(options, "--input-nodes", "NAME"))
+        rerun="%s  # name an attribute or type that exists (see evidence)" % rerun(options, "--input-nodes", "NAME"),
+        loader_only=rerun_without(options, ("--step", "--model", "--stand-in"), "--loader-only"))
     return [finding(problem["finding"], problem["evidence"], fix=fix)]
 
 
@@ -139,6 +159,8 @@ def recommendation(facts, options):
     advice = facts.get("recommendation")
     if not advice:
         return []
+    if "verdict" in advice:
+        return paired_recommendation(advice, options)
     evidence = {k: advice[k] for k in ("config", "speedup", "median_epoch_batches_per_s",
                                        "default_median_epoch_batches_per_s", "noise_batches_per_s",
                                        "fastest_measured")}
@@ -147,6 +169,69 @@ def recommendation(facts, options):
     if advice["default_median_epoch_batches_per_s"] is None:
         return []
     return [finding("loader-default-is-best", evidence, fix=advice["code"])]
+
+
+PAIRED_EVIDENCE = ("config", "verdict", "baseline", "speedup", "speedup_range", "speedup_over_default",
+                   "median_epoch_batches_per_s", "baseline_median_epoch_batches_per_s",
+                   "default_median_epoch_batches_per_s", "epoch_s", "baseline_epoch_s", "rounds", "load",
+                   "fastest_measured")
+
+
+def paired_recommendation(advice, options):
+    """From interleaved rounds: faster settings, the baseline kept, or too busy to tell."""
+    evidence = {k: advice.get(k) for k in PAIRED_EVIDENCE}
+    if advice["verdict"] == "faster":
+        return [finding("loader-faster-settings", evidence, fix=advice["code"])]
+    load = advice.get("load") or {}
+    busy = (load.get("other_cpu_cores_median") or 0) >= plan.BUSY_CORES
+    if advice["verdict"] == "undecided" and busy:
+        budget = int(max(options.budget * 2, 60))
+        return [finding("loader-too-busy-to-tell", evidence,
+                        fix="%s  # when the machine is quiet (other processes' CPU was %.1f cores here); "
+                            "keep your settings until then" % (rerun(options, "--budget", str(budget)),
+                                                               load["other_cpu_cores_median"]))]
+    return [finding("loader-default-is-best", evidence, fix=advice["code"])]
+
+
+def load_decides(facts, options):
+    """The winner under load and the winner when quiet differ (both measured), or fewer threads won
+    under load only (the quiet side not measured): say so and give both settings."""
+    advice = facts.get("recommendation") or {}
+    if "verdict" not in advice:
+        return []
+    configs = {c["name"]: c for c in plan.measured(facts.get("configs") or [])}
+    by_load = advice.get("by_load") or {}
+    load = advice.get("load") or {}
+    if by_load.get("busy") and by_load.get("quiet") and by_load["busy"] != by_load["quiet"]:
+        busy, quiet, measured_quiet = configs[by_load["busy"]], configs[by_load["quiet"]], True
+    elif (advice["verdict"] == "faster" and load.get("blocks") and load["busy_blocks"] == load["blocks"]
+          and configs.get(advice["config"])):
+        busy = configs[advice["config"]]
+        more = [c for c in configs.values() if c.get("rounds") and c["settings"]["num_workers"] ==
+                busy["settings"]["num_workers"] and c["settings"]["torch_threads"] > busy["settings"]["torch_threads"]]
+        if not more:
+            return []
+        quiet, measured_quiet = max(more, key=lambda c: c["settings"]["torch_threads"]), False
+    else:
+        return []
+    if busy["settings"] == quiet["settings"]:
+        return []
+    from .advice import env_of, kwargs_of
+    evidence = {"under_load": {"config": busy["name"], "settings": kwargs_of(busy["settings"]),
+                               "env": env_of(busy["settings"])},
+                "quiet": {"config": quiet["name"], "settings": kwargs_of(quiet["settings"]),
+                          "env": env_of(quiet["settings"]), "measured": measured_quiet},
+                "load": load}
+    how = ("measured in the quiet rounds" if measured_quiet else
+           "not measured: every round here was under load; rerun when quiet to confirm: %s" % rerun(options))
+
+    def setting(config):
+        kwargs = ", ".join("%s=%r" % item for item in kwargs_of(config["settings"]).items())
+        return "export OMP_NUM_THREADS=%d%s" % (config["settings"]["torch_threads"],
+                                                " with NeighborLoader(..., %s)" % kwargs if kwargs else "")
+    return [finding("loader-load-decides", evidence,
+                    fix="under load (other processes busy): %s; when the machine is quiet: %s (%s)"
+                        % (setting(busy), setting(quiet), how))]
 
 
 def bound_by(facts, options):
@@ -207,7 +292,8 @@ def threads_oversubscribed(facts, options):
     cores = len((facts.get("host") or {}).get("allowed_cores") or []) or None
     for variant, base in pairs(facts.get("configs") or [], "torch_threads"):
         fewer = variant["settings"]["torch_threads"] < base["settings"]["torch_threads"]
-        if fewer and plan.beats(variant, base):
+        blocks = facts.get("blocks")
+        if fewer and (plan.wins(blocks, variant["name"], base["name"]) if blocks else plan.beats(variant, base)):
             threads = variant["settings"]["torch_threads"]
             evidence = dict(comparison(variant, base), threads=threads,
                             base_threads=base["settings"]["torch_threads"], ranks=options.ranks,
@@ -270,4 +356,4 @@ def shm_too_small(facts, options):
 
 
 RULES = [no_backend, input_problem, stopped, config_failures, shm_too_small, budget_short, recommendation,
-         bound_by, threads_oversubscribed, affinity_hurts, startup_unpaid]
+         load_decides, bound_by, threads_oversubscribed, affinity_hurts, startup_unpaid]

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The profiler's recommendation against a full grid, in the user's own loop: a benchmark, not a test.
+
+A small real PyG graph and a real SAGE step (given to the profiler with --step), the user's settings as
+--current. The grid (workers 0/1/2/cores, persistent or not, torch threads 1..cores) is measured apart
+from the profiler, whole epochs of `for batch in loader: step(batch)` with start-up included, rounds
+alternating in order; then the profiler runs with a third of the grid's wall time as its --budget.
+Prints one JSON document: each configuration's epoch seconds, the recommended and the best, their ratio
+and the profiler's measuring time against the grid's. Exits 1 when the recommendation is more than
+10% slower than the grid's best or the profiler measured for more than a third of the grid's time.
+
+    ~/.venvs/scalable-distributed/bin/python maintainers/benchmark_profiler_grid.py   # a few minutes on 2 cores
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROFILER = os.path.join(REPO, "scripts", "profile_loader.py")
+NODES, EDGES, FEATURES, BATCH = 6000, 60000, 32, 512  # 12 batches an epoch
+CURRENT = "num_workers=2,persistent_workers=False"
+STARTUP_ALLOWANCE_S = 15  # the profiler's import, graph load, breakdown and step check on a busy 2-core machine
+
+TRAIN = textwrap.dedent("""
+    import sys, torch
+    import torch.nn.functional as F
+    from torch_geometric.data import Data
+    from torch_geometric.nn import SAGEConv
+
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = SAGEConv(%(features)d, 64), SAGEConv(64, 10)
+
+        def forward(self, x, edge_index):
+            return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(batch):
+        optimizer.zero_grad()
+        out = model(batch.x, batch.edge_index)[:batch.batch_size]
+        F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
+        optimizer.step()
+
+    def broken(batch):
+        raise ValueError("mat1 and mat2 shapes cannot be multiplied (my model)")
+
+    if __name__ == "__main__":  # writes the graph
+        g = torch.Generator().manual_seed(0)
+        data = Data(x=torch.randn(%(nodes)d, %(features)d, generator=g),
+                    edge_index=torch.randint(0, %(nodes)d, (2, %(edges)d), generator=g),
+                    y=torch.randint(0, 10, (%(nodes)d,), generator=g))
+        torch.save(data, sys.argv[1])
+""" % {"nodes": NODES, "edges": EDGES, "features": FEATURES})
+
+# The grid, measured apart from the profiler in the user's loop: `for batch in loader: step(batch)`
+# over whole epochs (start-up included), every configuration once per round, rounds alternating in
+# order; -> seconds per epoch (median over rounds) per configuration, and the grid's wall time.
+GRID = textwrap.dedent("""
+    import itertools, json, os, statistics, sys, time, torch
+    from torch_geometric.loader import NeighborLoader
+    sys.path.insert(0, os.getcwd())
+    import train
+    data = torch.load(sys.argv[1], weights_only=False)
+    cores, rounds, epochs = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    grid = []
+    for workers in sorted({0, 1, 2, cores}):
+        for persistent in ([False] if workers == 0 else [True, False]):
+            for threads in range(1, cores + 1):
+                grid.append((workers, persistent, threads))
+    seconds = {key: [] for key in grid}
+    started = time.time()
+    for round_index in range(rounds):
+        for workers, persistent, threads in (grid if round_index % 2 == 0 else grid[::-1]):
+            torch.set_num_threads(threads)
+            kwargs = {"num_workers": workers}
+            if workers:
+                kwargs["persistent_workers"] = persistent
+            loader = NeighborLoader(data, num_neighbors=[10, 5], batch_size=BATCH_SIZE, shuffle=True, **kwargs)
+            t0 = time.perf_counter()
+            for _ in range(epochs):
+                for batch in loader:
+                    train.step(batch)
+            seconds[(workers, persistent, threads)].append((time.perf_counter() - t0) / epochs)
+            del loader
+    print(json.dumps({"wall_s": time.time() - started,
+                      "epoch_s": {"%d,%d,%d" % k: statistics.median(v) for k, v in seconds.items()}}))
+""").replace("BATCH_SIZE", str(BATCH))
+
+
+
+
+def write_project(folder):
+    """train.py (the step) and graph.pt in `folder`."""
+    with open(os.path.join(folder, "train.py"), "w") as handle:
+        handle.write(TRAIN)
+    subprocess.run([sys.executable, "train.py", os.path.join(folder, "graph.pt")], cwd=folder, check=True,
+                   timeout=300, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+
+
+def run_grid(folder, rounds=2, epochs=2):
+    completed = subprocess.run([sys.executable, "-c", GRID, os.path.join(folder, "graph.pt"),
+                                str(len(os.sched_getaffinity(0))), str(rounds), str(epochs)], cwd=folder,
+                               capture_output=True, text=True, timeout=1800,
+                               env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    if completed.returncode != 0:
+        raise SystemExit(completed.stderr[-3000:])
+    return json.loads(completed.stdout)
+
+
+def run_profiler(folder, budget, step="train:step"):
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("OMP_NUM_THREADS", None)
+    completed = subprocess.run([sys.executable, PROFILER, "--data", os.path.join(folder, "graph.pt"),
+                                "--num-neighbors", "10,5", "--batch-size", str(BATCH), "--step", step,
+                                "--current", CURRENT, "--budget", str(budget)], cwd=folder, capture_output=True,
+                               text=True, env=env, timeout=budget * 4 + 60)
+    return completed.returncode, json.loads(completed.stdout)
+
+
+def grid_key(advice):
+    settings = advice["settings"]
+    workers = settings.get("num_workers", 0)
+    return "%d,%d,%d" % (workers, int(bool(settings.get("persistent_workers")) and workers > 0),
+                         int(advice["env"]["OMP_NUM_THREADS"]))
+
+
+
+def main():
+    with tempfile.TemporaryDirectory() as folder:
+        write_project(folder)
+        grid = run_grid(folder)
+        # The grid's wall time leaves out its interpreter start and graph load; so does the profiler's
+        # measuring time (its blocks), which the budget bounds after a fixed allowance for those.
+        budget = int(min(grid["wall_s"] / 3 + STARTUP_ALLOWANCE_S, 60))
+        code, document = run_profiler(folder, budget)
+    advice = document.get("recommendation") or {}
+    measuring_s = sum(b["wall_s"] for b in document.get("blocks") or [])
+    best = min(grid["epoch_s"], key=grid["epoch_s"].get)
+    chosen = grid_key(advice) if advice.get("settings") is not None else None
+    ratio = grid["epoch_s"][chosen] / grid["epoch_s"][best] if chosen in grid["epoch_s"] else None
+    result = {"grid_epoch_s": grid["epoch_s"], "grid_wall_s": round(grid["wall_s"], 1), "budget_s": budget,
+              "profiler_exit_code": code, "profiler_measuring_s": round(measuring_s, 1),
+              "recommended": chosen, "best": best, "recommended_over_best": ratio and round(ratio, 3),
+              "verdict": advice.get("verdict"), "load": advice.get("load"),
+              "met": bool(ratio is not None and ratio <= 1.10 and measuring_s <= grid["wall_s"] / 3)}
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    return 0 if result["met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
