@@ -33,15 +33,15 @@ import traceback  # noqa: E402
 
 from diagnostics_core import cli  # noqa: E402
 from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E402
-from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool, registered_findings  # noqa: E402
+from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool  # noqa: E402
 from diagnostics_core.interrupt import Interrupted, StopSignals  # noqa: E402
 from diagnostics_core.text import echo, write_json  # noqa: E402
 
-FINDINGS = registered_findings("ddp_recipe")  # id -> (severity, title)
 SCHEMA_VERSION = "1.0"
 VERSION = "1.1.0"
-TOOL = Tool("ddp_neighbor_training", VERSION, SCHEMA_VERSION, FINDINGS, usage_id="ddp-usage-error",
-            internal_id="ddp-internal-error", meta_key="tool", interrupted_id="ddp-interrupted")
+TOOL = Tool.from_registry("ddp_recipe", "ddp_neighbor_training", VERSION, SCHEMA_VERSION, usage_id="ddp-usage-error",
+                          internal_id="ddp-internal-error", meta_key="tool", interrupted_id="ddp-interrupted")
+FINDINGS = TOOL.findings  # id -> (severity, title)
 
 EPILOG = """\
 launch styles:

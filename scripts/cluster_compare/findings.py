@@ -1,27 +1,19 @@
 """The compare tool's name, versions, finding table, and how it names the checker in its fixes."""
 
 from diagnostics_core import cli
-from diagnostics_core.contract import Tool, registered_findings, script_command
-
+from diagnostics_core.contract import Tool, script_command
 
 SCHEMA_VERSION = "1.0"
 
-
 VERSION = "1.0.0"
-
 
 GATE = "consistent"
 
-
-FINDINGS = registered_findings("cluster_compare")  # id -> (severity, title)
-
-
-TOOL = Tool("compare_reports", VERSION, SCHEMA_VERSION, FINDINGS,
-            usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
-
+TOOL = Tool.from_registry("cluster_compare", "compare_reports", VERSION, SCHEMA_VERSION,
+                          usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
+FINDINGS = TOOL.findings  # id -> (severity, title)
 
 CHECKER = script_command("check_sampling_backends.py")
-
 
 GATHER = "%s > reports/$(hostname).json" % CHECKER
 

@@ -62,6 +62,11 @@ class Tool(object):
         self.meta_key = meta_key              # the key of the section that names the tool
         self.interrupted_id = interrupted_id  # the finding of a run a signal stopped (long-running tools)
 
+    @classmethod
+    def from_registry(cls, package, name, version, schema_version, **declared):
+        """The tool whose finding table is its package's registry (<package>/findings.json)."""
+        return cls(name, version, schema_version, registered_findings(package), **declared)
+
     def finding(self, finding_id, evidence, fix=None, severity=None, title=None):
         default_severity, default_title = self.findings[finding_id]
         return {"id": finding_id, "severity": severity or default_severity, "title": title or default_title,

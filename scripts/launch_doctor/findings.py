@@ -1,22 +1,16 @@
 """The launch doctor's name, versions and finding table."""
 
-from diagnostics_core.contract import Tool, registered_findings
-
+from diagnostics_core.contract import Tool
 
 SCHEMA_VERSION = "1.0"
 
-
-TOOL_VERSION = "1.0.0"
-
+VERSION = "1.0.0"
 
 GATE = "launch-sound"
 
-
-FINDINGS = registered_findings("launch_doctor")  # id -> (severity, title)
-
-
-TOOL = Tool("check_launch", TOOL_VERSION, SCHEMA_VERSION, FINDINGS,
-            usage_id="doctor-usage-error", internal_id="doctor-internal-error", meta_key="tool")
+TOOL = Tool.from_registry("launch_doctor", "check_launch", VERSION, SCHEMA_VERSION,
+                          usage_id="doctor-usage-error", internal_id="doctor-internal-error", meta_key="tool")
+FINDINGS = TOOL.findings  # id -> (severity, title)
 
 
 def finding(finding_id, evidence, fix, severity=None):

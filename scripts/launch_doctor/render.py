@@ -6,7 +6,7 @@ import time
 
 from diagnostics_core.markdown import cell, code
 from diagnostics_core.text import write_json, write_text
-from .findings import GATE, TOOL, TOOL_VERSION
+from .findings import GATE, TOOL, VERSION
 from .parse import FIRST_NODE
 
 
@@ -18,7 +18,7 @@ def public_step(step):
 def render(findings, started, inputs=None, topology=None, limits=None, internal_error=None, usage_error=False):
     errors = any(f["severity"] == "error" for f in findings)
     gates = {} if usage_error or internal_error is not None else {GATE: {"passed": not errors}}
-    meta = {"name": "check_launch.py", "version": TOOL_VERSION, "argv": sys.argv[1:],
+    meta = {"name": "check_launch.py", "version": VERSION, "argv": sys.argv[1:],
             "elapsed_s": round(time.time() - started, 3), "read_only": True, "executes_input": False}
     document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
     document["inputs"] = inputs or {}

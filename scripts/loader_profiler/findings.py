@@ -1,14 +1,12 @@
 """The profiler's name, versions and finding table: what --list-findings and --explain answer from."""
 
-from diagnostics_core.contract import Tool, registered_findings
-
+from diagnostics_core.contract import Tool
 
 # MAJOR changes when a key is removed or renamed or changes meaning; MINOR when keys or ids are added.
 SCHEMA_VERSION = "1.0"
 VERSION = "1.0.0"
 
-FINDINGS = registered_findings("loader_profiler")  # id -> (severity, title)
-
-TOOL = Tool("profile_loader", VERSION, SCHEMA_VERSION, FINDINGS, usage_id="profile-loader-usage-error",
-            internal_id="profile-loader-internal-error", meta_key="tool")
+TOOL = Tool.from_registry("loader_profiler", "profile_loader", VERSION, SCHEMA_VERSION, usage_id="profile-loader-usage-error",
+                          internal_id="profile-loader-internal-error", meta_key="tool")
+FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding

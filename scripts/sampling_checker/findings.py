@@ -1,7 +1,6 @@
 """The checker's name, versions and finding table: what --list-findings and --explain answer from."""
 
-from diagnostics_core.contract import Tool, registered_findings
-
+from diagnostics_core.contract import Tool
 
 # Schema versions: MAJOR.MINOR. MAJOR changes when a key the default output
 # had is removed or renamed, or a value changes type or meaning; MINOR when
@@ -10,11 +9,9 @@ SCHEMA_VERSION = "2.1"
 VERSION = "2.0.0"
 MIN_PYTHON = (3, 8)
 
-
-FINDINGS = registered_findings("sampling_checker")  # id -> (severity, title)
-
-TOOL = Tool("check_sampling_backends", VERSION, SCHEMA_VERSION, FINDINGS,
-            usage_id="usage-error", internal_id="checker-internal-error")
+TOOL = Tool.from_registry("sampling_checker", "check_sampling_backends", VERSION, SCHEMA_VERSION,
+                          usage_id="usage-error", internal_id="checker-internal-error")
+FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding
 list_findings = TOOL.list_findings
 checker_command = TOOL.command  # `python3 /abs/path/scripts/check_sampling_backends.py FLAGS...`
