@@ -121,7 +121,7 @@ def test_every_wheel_index_line_in_the_docs_names_only_wheels_the_table_lists():
             status = checker.wheel_status(name, minor, variant, "linux-x86_64", (3, 11, 0))
             assert status["wheel"] is True, "%s names %s: %s" % (where, name, status["reason"])
         checked += 1
-    assert checked >= 2
+    assert checked >= 1  # README's line; the references point at --wheels instead of restating wheel lines
 
 
 def test_every_source_build_line_in_the_docs_is_the_checkers_rebuild():
@@ -137,7 +137,7 @@ def test_every_source_build_line_in_the_docs_is_the_checkers_rebuild():
         for dist, version in pins:
             assert versions[dist] == version, where
         checked += 1
-    assert checked >= 2
+    assert checked >= 1  # README's line; the references point at --wheels instead of restating wheel lines
 
 
 def test_docs_build_torch_scatter_before_torch_sparse_and_give_one_time_figure():
