@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from conftest import ENABLE, ROOT, clean_env, plain_run, pyenv_python
+from test_contract_every_tool import TOOLS as CONTRACT_TOOLS
 
 
 README = ROOT / "README.md"
 
 
-TOOLS = ("check_sampling_backends", "check_store_contract", "check_partition", "ddp_neighbor_training",
-         "compare_reports", "profile_loader")
+TOOLS = tuple(sorted(CONTRACT_TOOLS))  # every tool the contract tests cover
 
 
 def readme_line_after(marker):
