@@ -40,11 +40,11 @@ def test_every_registered_id_is_indexed_inside_contents_and_has_its_section():
 def test_a_new_registry_is_indexed_by_a_rerun(tmp_path, monkeypatch):
     scripts = tmp_path / "scripts"
     shutil.copytree(os.path.join(REPO, "scripts"), str(scripts), ignore=shutil.ignore_patterns("*.pyz", "__pycache__"))
-    (scripts / "capacity_planner").mkdir()
-    (scripts / "capacity_planner" / "findings.json").write_text(
-        '{\n  "planner-host-ram-short": ["error", "the graph does not fit in host RAM"]\n}\n')
-    (scripts / "plan_capacity.py").write_text('main = entry.tool_main("capacity_planner", "plan_capacity")\n')
+    (scripts / "graph_weigher").mkdir()  # a tool no one has built: its registry and its entry file
+    (scripts / "graph_weigher" / "findings.json").write_text(
+        '{\n  "weigher-host-ram-short": ["error", "the graph does not fit in host RAM"]\n}\n')
+    (scripts / "weigh_graph.py").write_text('main = entry.tool_main("graph_weigher", "weigh_graph")\n')
     monkeypatch.setattr(finding_index, "SCRIPTS", str(scripts))
     text = finding_index.rendered(read(TROUBLESHOOTING))
-    assert "- `plan_capacity.py`:\n  planner-host-ram-short." in text
+    assert "- `weigh_graph.py`:\n  weigher-host-ram-short." in text
     assert finding_index.rendered(text) == text  # a rerun changes nothing more
