@@ -8,10 +8,9 @@ import time
 from diagnostics_core import calls, cli
 from diagnostics_core.calls import CallerState
 from diagnostics_core.markdown import stderr_line
-from .findings import SCRATCH_NAME, TOOL
+from .findings import DEFAULT_TIMEOUT, SCRATCH_NAME, TOOL
 from .run import render, run_child
 
-DEFAULT_TIMEOUT = 10.0
 DEFAULT_SETUP_TIMEOUT = 120.0
 
 

@@ -6,7 +6,7 @@ import os
 from diagnostics_core import calls
 from diagnostics_core.contract import script_command
 from diagnostics_core.text import quote
-from .findings import SCRATCH_EDGE_TYPE, SCRATCH_NAME, TOOL, finding
+from .findings import DEFAULT_TIMEOUT, SCRATCH_EDGE_TYPE, SCRATCH_NAME, TOOL, finding
 from .gather import WORKER_CALL, rows_of
 
 
@@ -466,7 +466,7 @@ def rule_timeout(facts, options):
         return []
     timed_out = dict(caller.timed_out)
     call = timed_out["call"] = timed_out.get("call") or calls.NO_CALL_RUNNING
-    bound = timed_out.get("timeout_s") or options.timeout
+    bound = timed_out.get("timeout_s") or getattr(options, "timeout", None) or DEFAULT_TIMEOUT
     if call == WORKER_CALL:
         return [finding("store-fork-unsafe", dict(timed_out, in_main_process="the same batch passed"),
                         fix="a forked worker hung on the stores: open connections per process (connect lazily, "
