@@ -134,6 +134,7 @@ def guard_standard_streams():
         if null != fd:
             os.dup2(null, fd)
             os.close(null)
+        os.set_inheritable(fd, True)  # os.open's descriptors are close-on-exec: children must get it too
         if fd == 1:
             _STDOUT["closed_at_start"] = True
     for name, fd in (("stdout", 1), ("stderr", 2)):
