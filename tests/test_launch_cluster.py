@@ -194,7 +194,6 @@ srun torchrun --nnodes=2 --nproc_per_node=2 --rdzv-backend=c10d --rdzv-endpoint=
 """
 
 
-@pytest.mark.finding("launch-several-agents-per-node")
 @pytest.mark.finding("doctor-nested-launcher", "doctor-log-store-lost", "launch-several-agents-per-node")
 def test_a_torchrun_per_task_fails_as_for_users_and_is_named_from_script_and_log(cluster, tmp_path):
     out = tmp_path / "reports"
@@ -202,7 +201,10 @@ def test_a_torchrun_per_task_fails_as_for_users_and_is_named_from_script_and_log
     script = write(tmp_path, "double.sbatch", DOUBLE_LAUNCH.format(checker=ROOT / "scripts" / "check_sampling_backends.py",
                                                                     out=out))
     code, log, _ = cluster.submit(script)
-    assert code != 0 and "RendezvousConnectionError" in log, log[-3000:]
+    # The agents left out fail when the store's host exits: RendezvousConnectionError, or (the race seen on
+    # a loaded machine) torch's launcher finding its rendezvous gone: `'NoneType' object has no attribute
+    # 'is_failed'`; both are the doctor's doctor-log-store-lost.
+    assert code != 0 and re.search(r"RendezvousConnectionError|has no attribute 'is_failed'", log), log[-3000:]
     assert re.search(r"srun: error: n\d: tasks? [\d,-]+: Exited with exit code 1", log)
     workers = re.findall(r"^WORKER (\d+) (\d+) (\S+) (\S+)$", log, re.M)
     assert len(workers) == 4 and set(w[1] for w in workers) == {"4"}  # two agents, a world of 4
@@ -220,7 +222,7 @@ def test_a_torchrun_per_task_fails_as_for_users_and_is_named_from_script_and_log
     from_log = doctor("--log", tmp_path / "double.log")
     assert from_log.returncode == 1
     assert {"doctor-nested-launcher", "doctor-log-store-lost"} <= set(from_log.ids())
-    assert "RendezvousConnectionError" in log and from_log.only("doctor-log-store-lost")["evidence"]["text"]
+    assert from_log.only("doctor-log-store-lost")["evidence"]["text"]
     assert from_log.json["inputs"]["slurm_version"]["text"] == cluster.version.split()[-1]
 
     reports = [json.loads(p.read_text()) for p in sorted(out.glob("report-*.json"))]
