@@ -10,7 +10,7 @@ SIGNATURES = (
     ("doctor-log-store-lost", re.compile(
         r"RendezvousConnectionError|The connection to the C10d store has failed|"
         r"Did the remote server shutdown or crash\?|"
-        # torch 2.13's agent whose rendezvous closed under it, seen in the same double launch on a loaded machine
+        # the tested torch's agent whose rendezvous closed under it, seen in the same double launch on a loaded machine
         r"'NoneType' object has no attribute 'is_failed'")),
     ("doctor-log-loopback", re.compile(
         r"remote=\[(::ffff:)?127\.0\.1\.1\]|connectFullMesh failed.*127\.|127\.0\.1\.1.*[Cc]onnection refused")),
