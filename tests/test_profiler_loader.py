@@ -446,7 +446,7 @@ def test_a_store_that_blocks_is_ended_and_reported(sampling, stores, token):
     result = profile("--store", "mystores:hanging", "--budget", "15", cwd=stores, token=token)
     assert hostile.survivors(token) == []
     found = result.only("loader-config-hung")
-    assert found["evidence"]["during"] == "breakdown"
+    assert found["evidence"]["during"] == "prepare the training step"  # the loop's first read of the store
     assert result.returncode == 1
 
 
