@@ -16,9 +16,10 @@ USAGE = """\
 
 EPILOG = """\
 gathering (one report per node; the checker prints, the shell writes):
-  SLURM     mkdir -p reports && srun --ntasks-per-node=1 bash -c \\
+  SLURM     mkdir -p reports && srun --ntasks=$SLURM_NNODES --ntasks-per-node=1 bash -c \\
               'python scripts/check_sampling_backends.py > reports/$(hostname).json'
-            (the single quotes matter: $(hostname) must expand on each node)
+            (the single quotes matter: $(hostname) must expand on each node; in a
+            job of several tasks per node srun ignores --ntasks-per-node=1 alone)
   torchrun  on every node, the same rendezvous as the job:
             mkdir -p reports && torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \\
               --rdzv-endpoint NODE0:29400 --rdzv-id check --no-python bash -c \\
