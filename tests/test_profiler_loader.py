@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 from support import hostile_fakes as hostile
-from conftest import clean_env, invoke_tool, strict_json, tree_state
+from conftest import clean_env, invoke_tool, load_modules, strict_json, tree_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
@@ -65,15 +65,8 @@ def profile(*args, cwd=None, env=None, token=None, timeout=None, python=None):
 
 def load_package():
     """The profiler's package, imported here to replay its rules; writes no bytecode."""
-    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    if SCRIPTS not in sys.path:
-        sys.path.insert(0, SCRIPTS)
-    try:
-        import loader_profiler.advice
-        import loader_profiler.rules
-        return loader_profiler
-    finally:
-        sys.dont_write_bytecode = writes
+    load_modules(["loader_profiler.advice", "loader_profiler.rules"])
+    return sys.modules["loader_profiler"]
 
 
 STORE_MODULE = """

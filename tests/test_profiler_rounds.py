@@ -2,25 +2,18 @@
 the cases a 2-core test machine cannot produce on demand (a load that changes between rounds, a
 spread that covers every difference). Rules and recommendation run exactly as after a real run."""
 
-import os
 import sys
 
 import pytest
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+from conftest import load_modules
+
 
 
 def package():
-    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    if SCRIPTS not in sys.path:
-        sys.path.insert(0, SCRIPTS)
-    try:
-        import loader_profiler.advice
-        import loader_profiler.plan
-        import loader_profiler.rules
-        return loader_profiler
-    finally:
-        sys.dont_write_bytecode = writes
+    """The profiler's package, imported to replay its rules (no bytecode written)."""
+    load_modules(["loader_profiler.advice", "loader_profiler.plan", "loader_profiler.rules"])
+    return sys.modules["loader_profiler"]
 
 
 class Options:
