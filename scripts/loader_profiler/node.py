@@ -298,43 +298,6 @@ class Coordinator(object):
             self.configs.append(record)
             self.reporter.append("configs", record)
 
-    def walk_plan(self):
-        default = plan.default_settings(self.default_threads)
-        self.breakdown()
-        queue = [("default", default)] + plan.ladder_configs(default, self.per_rank, self.options.get("max_workers"))
-        variants_added = False
-        while queue and self.stopped is None:
-            expected = len(queue) + (0 if variants_added else plan.EXPECTED_VARIANTS)
-            seconds = plan.slice_seconds(self.deadline - time.time(), expected)
-            if seconds is None:
-                self.skip(queue)
-                return
-            name, settings = queue.pop(0)
-            self.measure(name, settings, seconds)
-            if not queue and not variants_added:
-                variants_added = True
-                queue = self.variants(default)
-        self.skip(queue)  # what a hang, a crash or the budget left unmeasured
-
-    def variants(self, default):
-        workers = [c for c in plan.measured(self.configs) if c["settings"]["num_workers"]]
-        if workers:
-            base = max(workers, key=lambda c: c["epoch_batches_per_s"])["settings"]
-            return plan.variant_configs(base, default, self.per_rank, self.host["cuda"])
-        failed = [c["settings"] for c in self.configs if c["status"] == "failed" and c["settings"]["num_workers"]]
-        if failed and failed[0]["filter_per_worker"]:
-            # Workers that fail where they fetch (a store client that cannot cross a fork, features
-            # too large for shared memory) may work when the main process fetches.
-            base = {k: v for k, v in failed[0].items() if k != "affinity_cores"}
-            return [("%s-filter-in-main" % plan.name_of(base), dict(base, filter_per_worker=False))]
-        return plan.variant_configs(default, default, self.per_rank, self.host["cuda"])
-
-    def skip(self, queue):
-        for name, settings in queue:
-            record = {"name": name, "settings": settings, "status": "skipped"}
-            self.configs.append(record)
-            self.reporter.append("configs", record)
-
     def breakdown(self):
         seconds = min(max((self.deadline - time.time()) * 0.08, 0.5), 3.0)
         self.say("timing sampling, feature fetch and collation on the default loader (%.1f s)" % seconds)
@@ -344,34 +307,3 @@ class Coordinator(object):
         self.reporter.end()
         if answers:
             self.reporter.publish("breakdown", answers[0])
-
-    def measure(self, name, settings, seconds):
-        self.say("measuring %s for %.1f s" % (name, seconds))
-        for rank, connection in enumerate(self.connections):
-            cores = None
-            if settings["affinity"]:
-                cores = plan.affinity_cores(self.host["allowed_cores"], self.per_rank, rank, settings["num_workers"])
-            connection.send({"command": "measure", "settings": settings, "seconds": seconds * 0.8, "cores": cores})
-        bound = seconds + ANSWER_GRACE_S + settings["num_workers"] * 0.5  # workers take a while to end
-        self.reporter.begin("measure %s" % name, bound)
-        answers = self.collect(time.time() + bound, "measure %s" % name)
-        self.reporter.end()
-        record = {"name": name, "settings": dict(settings, affinity_cores=self.affinity_plan(settings))}
-        if answers is None:
-            record["status"] = self.stopped["how"]
-        elif any(a["status"] != "ok" for a in answers):
-            failed = next(a for a in answers if a["status"] != "ok")
-            record.update(status="failed", error=failed["error"], traceback=failed.get("traceback"))
-            self.barrier.reset()  # ranks that waited for the failed one broke it; the next config needs it whole
-        else:
-            record.update(plan.combine_ranks(answers, self.batches_per_epoch), status="ok")
-            if self.ranks > 1:
-                record["per_rank_batches_per_s"] = [round(statistics.median(a["batches_per_s"]), 3) for a in answers]
-        self.configs.append(record)
-        self.reporter.append("configs", record)
-
-    def affinity_plan(self, settings):
-        if not settings["affinity"]:
-            return None
-        return [plan.affinity_cores(self.host["allowed_cores"], self.per_rank, rank, settings["num_workers"])
-                for rank in range(self.ranks)]
