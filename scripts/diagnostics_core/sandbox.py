@@ -212,10 +212,10 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
         thread.daemon = True
         thread.start()
     from .interrupt import Interrupted, StopSignals
-    stops, stopped = StopSignals(), None
+    stops, stopped, stream_ended = StopSignals(), None, False
     try:
         try:
-            watch_child(process, deadline, lines, deliver, watch, result)
+            stream_ended = watch_child(process, deadline, lines, deliver, watch, result)
         except Interrupted as error:  # SIGINT/SIGTERM to the tool: end the child, keep what it sent
             stopped = error
         finally:  # also on any other way out: nothing may outlive this process
@@ -227,13 +227,18 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
                 process.kill()
                 result.returncode = process.wait()
             result.descendants_ended = end_descendants(exclude=(process.pid,))
-        while True:  # records that arrived before the end still count
+        # Records the child wrote before the end still count, also those its reader thread has not
+        # queued yet (a signal can arrive before that thread ran): read until the pipe's end, which
+        # comes at once now that every process holding it is gone, or for EXIT_GRACE_S at most.
+        drain_until = time.time() + EXIT_GRACE_S
+        while not stream_ended:
             try:
-                stamp, line = lines.get_nowait()
+                stamp, line = lines.get(timeout=max(drain_until - time.time(), 0.001))
             except queue.Empty:
                 break
-            if line is not None:
-                deliver(stamp, line)
+            if line is None:
+                break
+            deliver(stamp, line)
     finally:
         stopped = stopped or stops.release()  # a signal noted during the cleanup
     if stopped is not None:
@@ -248,7 +253,8 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
 
 
 def watch_child(process, deadline, lines, deliver, watch, result):
-    """Deliver records until the child is done, watch() objects, or the deadline passes."""
+    """Deliver records until the child is done, watch() objects, or the deadline passes.
+    -> True when the record stream ended (every line of it delivered)."""
     try:
         import queue
     except ImportError:  # pragma: no cover
@@ -258,21 +264,21 @@ def watch_child(process, deadline, lines, deliver, watch, result):
         now = time.time()
         if now >= deadline:
             result.killed_for = "deadline"
-            return
+            return False
         reason = watch(now) if watch else None
         if reason:
             result.killed_for = reason
-            return
+            return False
         if exited_at is None and process.poll() is not None:
             exited_at = now
         if exited_at is not None and now - exited_at > EXIT_GRACE_S:
-            return  # the child is gone; whoever still holds the pipe is not waited for
+            return False  # the child is gone; whoever still holds the pipe is not waited for
         try:
             stamp, line = lines.get(timeout=min(0.05, max(deadline - now, 0.001)))
         except queue.Empty:
             continue
         if line is None:
-            return
+            return True
         deliver(stamp, line)
 
 
