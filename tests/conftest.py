@@ -145,6 +145,16 @@ class ToolRun:
         assert matches, "no %s in %s\nstderr: %s" % (finding_id, self.ids, self.stderr[-2000:])
         return matches[0]
 
+    def error_finding(self, finding_id, **evidence):
+        """The run failed its gate (exit 1, ok false) on `finding_id`, an error with a fix, whose evidence
+        holds each of `evidence`'s key/values; -> that finding."""
+        assert self.returncode == 1 and self.document["ok"] is False, (self.returncode, self.ids)
+        matches = [f for f in self.document["findings"] if f["id"] == finding_id
+                   and all(f["evidence"].get(key) == value for key, value in evidence.items())]
+        assert matches, "%s not found with %s in %s" % (finding_id, evidence, self.document["findings"])
+        assert matches[0]["severity"] == "error" and matches[0]["fix"], matches[0]
+        return matches[0]
+
 
 def plain_run(command, env=None, cwd=None, timeout=300):
     return subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=timeout,
@@ -300,6 +310,25 @@ def assert_usage_refusal(returncode, stderr, document, finding_id):
     assert "Traceback" not in stderr
     assert document["exit_code"] == 2 and document["ok"] is False and document["gates"] == {}
     assert [f["id"] for f in document["findings"]] == [finding_id]
+
+
+def fifo_blocked_child(parent):
+    """The pid of a child of process `parent` one of whose threads waits in open() for a FIFO's writer
+    (Linux's wchan says wait_for_partner), or None: read from /proc, so looking does not end the wait, as
+    opening the FIFO's other end would."""
+    import glob
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as handle:
+                if int(handle.read().rsplit(")", 1)[1].split()[1]) != parent:  # after the state: the parent's pid
+                    continue
+            for wchan in glob.glob(os.path.join(os.path.dirname(stat), "task", "*", "wchan")):
+                with open(wchan) as handle:
+                    if handle.read().strip() == "wait_for_partner":
+                        return int(os.path.basename(os.path.dirname(stat)))
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return None
 
 
 def interrupted_finding(process, stdout, signum, finding_id):

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from support import hostile_fakes as hostile
-from conftest import ROOT, invoke_tool, strict_json
+from conftest import ROOT, fifo_blocked_child, invoke_tool, strict_json
 from support.helpers import bash, ids, only
 
 
@@ -219,18 +219,7 @@ def test_a_load_that_kills_the_child_is_a_crash_naming_the_file(partitions, tmp_
     child, deadline = None, time.time() + 60
     while child is None and time.time() < deadline:
         time.sleep(0.2)
-        for pid in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                    words = handle.read().split(b"\0")
-                with open("/proc/%s/stat" % pid) as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError):
-                continue
-            if parent == process.pid and any(w.startswith(b"--internal-child") for w in words):
-                with open("/proc/%s/wchan" % pid) as handle:  # blocked in the FIFO's open, not still importing
-                    if "wait_for_partner" in handle.read():
-                        child = int(pid)
+        child = fifo_blocked_child(process.pid)  # blocked in the FIFO's open, not still importing
     assert child is not None, "no blocked load child of %d" % process.pid
     os.kill(child, signal.SIGSEGV)
     stdout, stderr = process.communicate(timeout=60)

@@ -1,7 +1,6 @@
 """A partition folder whose data fights back, and a check stopped half-way (issue 32, classes 2 and 3
 applied to check_partition.py). Folders are PyG's own (tests/support/partition_writer.py), then changed."""
 
-import errno
 import json
 import os
 import shutil
@@ -12,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env, interrupted_finding, strict_json
+from conftest import ROOT, clean_env, fifo_blocked_child, interrupted_finding, strict_json
 
 CHECKER = ROOT / "scripts" / "check_partition.py"
 WRITER = ROOT / "tests" / "support" / "partition_writer.py"
@@ -58,26 +57,20 @@ def test_a_signal_during_a_load_ends_the_child_and_prints_one_document(homo, tmp
     root = copy(homo, tmp_path / "stalled")
     graph = root / "part_1" / "graph.pt"
     graph.unlink()
-    os.mkfifo(str(graph))  # a stalled network mount: the load blocks in open() until a writer comes
+    os.mkfifo(str(graph))  # a stalled network mount: the load blocks in open() while no writer comes
     process = subprocess.Popen([sys.executable, str(CHECKER), str(root), "--timeout", "200"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
                                stdin=subprocess.DEVNULL)
-    writer = None
     try:
         deadline = time.monotonic() + 120
-        while writer is None and time.monotonic() < deadline:  # opens once the child opened it to read
-            try:
-                writer = os.open(str(graph), os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as error:
-                assert error.errno == errno.ENXIO and process.poll() is None
-                time.sleep(0.05)
-        assert writer is not None, "the checker never opened the stalled file"
+        while fifo_blocked_child(process.pid) is None and time.monotonic() < deadline:
+            assert process.poll() is None, "the checker ended before it opened the stalled file"
+            time.sleep(0.05)
+        assert fifo_blocked_child(process.pid) is not None, "the checker never opened the stalled file"
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=30)
     finally:
         process.kill()
-        if writer is not None:
-            os.close(writer)
     document, stopped = interrupted_finding(process, stdout, signum, "partition-interrupted")
     assert "part_1" in stopped["evidence"]["running"]["what"] and "graph.pt" in stopped["evidence"]["running"]["what"]
     assert document["meta"] is not None and document["maps"] is not None  # gathered before the signal

@@ -232,12 +232,7 @@ def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
     "store-row-count-mismatch",
     "store-wrong-base-class")
 def test_broken_store_gives_expected_finding(runs, case, finding_id, evidence):
-    run = runs[case]
-    assert run.returncode == 1 and run.document["ok"] is False
-    matches = [f for f in run.document["findings"] if f["id"] == finding_id
-               and all(f["evidence"].get(key) == value for key, value in evidence.items())]
-    assert matches, "%s not found with %s in %s" % (finding_id, evidence, run.document["findings"])
-    assert matches[0]["severity"] == "error"
+    runs[case].error_finding(finding_id, **evidence)
     assert matches[0]["fix"]
 
 

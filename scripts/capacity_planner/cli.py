@@ -102,8 +102,7 @@ def build_parser():
     parser.add_argument("--coefficients", metavar="FILE",
                         help="use coefficients a --calibrate run printed (its coefficients.values), e.g. measured once "
                              "on the cluster")
-    parser.add_argument("--timeout", type=shared_cli.seconds, default=120.0,
-                        help="deadline in seconds for reading --data/--store, and for --calibrate (default 120)")
+    shared_cli.add_seconds(parser, "--timeout", 120.0, "deadline for reading --data/--store, and for --calibrate")
     return parser
 
 
@@ -126,11 +125,10 @@ def main(argv=None):
     from .render import render
     parser = build_parser()
     try:
-        options = parser.parse_args(argv)
-        options.argv = sys.argv[1:] if argv is None else list(argv)
-        answered = shared_cli.metadata_command(TOOL, options)
+        options, answered = shared_cli.parse_command_line(TOOL, parser, argv)
         if answered is not None:
             return answered
+        options.argv = sys.argv[1:] if argv is None else list(argv)
         check(parser, options)
         spec = make_spec(options)
     except UsageError as error:

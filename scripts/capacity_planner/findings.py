@@ -8,5 +8,4 @@ VERSION = "1.0.0"
 
 TOOL = Tool.from_registry("capacity_planner", "plan_capacity", VERSION, SCHEMA_VERSION, usage_id="plan-usage-error",
                           internal_id="plan-internal-error", meta_key="tool")
-FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding

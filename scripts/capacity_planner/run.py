@@ -27,6 +27,17 @@ def version_key(text):
     return (text or "").split("+")[0]
 
 
+PROBE_START_S = 5.0  # the size probe's child starts and imports torch before its one bounded call
+
+
+def stage_bounds(timeout, started):
+    """--timeout (seconds) and the run's start -> every stage's bound, here and nowhere else: the
+    calibration's deadline (absolute), the size probe's call bound (in its child) and the probe child's
+    whole allowance (from when it starts)."""
+    return {"calibration_deadline": started + timeout, "probe_call_s": timeout,
+            "probe_child_s": timeout + PROBE_START_S}
+
+
 COEFFICIENT_KEYS = ("provenance", "process_base_bytes", "loader", "preprocess", "conv")
 
 
@@ -46,7 +57,7 @@ def read_coefficients(path):
     return value
 
 
-def choose_coefficients(options, started):
+def choose_coefficients(options, bounds):
     source = options.coefficients or calibrate.committed_path()
     committed = read_coefficients(options.coefficients) if options.coefficients else calibrate.load_committed()
     installed = installed_versions()
@@ -56,7 +67,7 @@ def choose_coefficients(options, started):
                                    version_key(committed["provenance"][k]) for k in installed)
     coefficients = committed
     if options.calibrate:
-        measured, problems = calibrate.calibrate(started + options.timeout)
+        measured, problems = calibrate.calibrate(bounds["calibration_deadline"])
         if measured is not None:
             coefficients = measured
             used = {"used": "calibrated", "provenance": measured["provenance"], "installed": installed,
@@ -69,13 +80,13 @@ def choose_coefficients(options, started):
     return coefficients, used
 
 
-def read_sizes(options):
+def read_sizes(options, bounds):
     """-> (sizes or None, findings) from --data or --store, read in a sandboxed child with a deadline."""
     if options.data:
-        probe = {"probe": "data", "path": os.path.abspath(options.data), "timeout": options.timeout}
+        probe = {"probe": "data", "path": os.path.abspath(options.data), "timeout": bounds["probe_call_s"]}
     else:
-        probe = {"probe": "store", "store": options.store, "path": options.path, "timeout": options.timeout}
-    facts, error = calibrate.run_probe(probe, time.time() + options.timeout + 5.0)
+        probe = {"probe": "store", "store": options.store, "path": options.path, "timeout": bounds["probe_call_s"]}
+    facts, error = calibrate.run_probe(probe, time.time() + bounds["probe_child_s"])
     scan = facts.get("scan") or {}
     if options.data and scan.get("refused"):
         raise UsageError("plan_capacity.py: error: --data %s names %s: loading it would run code" % (
@@ -108,9 +119,10 @@ def run(options, spec, started):
     from .render import emit, render
     from .rules import diagnose
     facts, findings, gates = {"request": spec}, [], {}
+    bounds = stage_bounds(options.timeout, started)
     try:
         if spec["graph"] is None:
-            sizes, findings = read_sizes(options)
+            sizes, findings = read_sizes(options, bounds)
             if sizes is None:
                 gates = {"planned": {"passed": False}}
                 document, code = render(facts, findings, gates, started)
@@ -119,7 +131,7 @@ def run(options, spec, started):
             from .spec import from_probed
             spec["graph"] = from_probed(sizes, options)
             facts["read_sizes"] = sizes
-        coefficients, used = choose_coefficients(options, started)
+        coefficients, used = choose_coefficients(options, bounds)
         facts["coefficients"] = used
         facts["designs"] = plan(spec, coefficients)
         facts["preprocessing"] = preprocessing(spec, coefficients)

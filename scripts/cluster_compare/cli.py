@@ -87,8 +87,7 @@ def main(argv=None):
     entries, findings, summary = [], [], {}
     options = refusal = None
     try:
-        options = build_parser().parse_args(argv)
-        answered = cli.metadata_command(TOOL, options)
+        options, answered = cli.parse_command_line(TOOL, build_parser(), argv)
         if answered is not None:
             return answered
         paths = report_paths(options.reports)

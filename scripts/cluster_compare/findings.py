@@ -11,7 +11,6 @@ GATE = "consistent"
 
 TOOL = Tool.from_registry("cluster_compare", "compare_reports", VERSION, SCHEMA_VERSION,
                           usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
-FINDINGS = TOOL.findings  # id -> (severity, title)
 
 CHECKER = script_command("check_sampling_backends.py")
 

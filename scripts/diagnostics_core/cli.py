@@ -62,6 +62,19 @@ def seconds(text):
     return value
 
 
+def add_seconds(parser, flag, default, bounds):
+    """Declare a --timeout-like flag the one way every tool does: SECONDS within TIMEOUT_RANGE, its
+    default said in its help; `bounds` says what it bounds (argparse's %-escaping applies)."""
+    parser.add_argument(flag, metavar="SECONDS", type=seconds, default=default,
+                        help="%s (default %%(default)g)" % bounds)
+
+
+def add_switches(parser, switches):
+    """Declare on/off flags from (flag, help) rows."""
+    for flag, text in switches:
+        parser.add_argument(flag, action="store_true", help=text)
+
+
 def whole_number(low=1, high=None):
     """argparse type factory: an integer in [low, high] (no upper bound when high is None)."""
     import argparse
@@ -117,13 +130,19 @@ def metadata_command(tool, options):
     return None
 
 
+def parse_command_line(tool, parser, argv):
+    """Every tool's first step: parse, then answer --list-findings or --explain at once;
+    -> (options, the exit code of the metadata command that answered, or None)."""
+    options = parser.parse_args(argv)
+    return options, metadata_command(tool, options)
+
+
 def parse_or_answer(tool, parser, argv, check, usage_document):
     """Parse the command line; -> (options, None) to run, or (None, exit code) when a metadata
     command answered or the line was refused. `check(parser, options)` may call parser.error;
     `usage_document(finding)` renders the tool's usage-error document."""
     try:
-        options = parser.parse_args(argv)
-        answered = metadata_command(tool, options)
+        options, answered = parse_command_line(tool, parser, argv)
         if answered is not None:
             return None, answered
         check(parser, options)

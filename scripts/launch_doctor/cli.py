@@ -67,8 +67,7 @@ def build_parser():
                         help="the options given to sbatch on its command line (they override the directives)")
     parser.add_argument("--log", action="append", default=[], metavar="LOG", help="a log of the job (repeatable)")
     parser.add_argument("--slurm-version", metavar="TEXT", help="the SLURM version, e.g. \"$(srun --version)\"")
-    parser.add_argument("--timeout", type=cli.seconds, default=30.0, metavar="SECONDS",
-                        help="stop reading the script and logs after this long (default 30)")
+    cli.add_seconds(parser, "--timeout", 30.0, "stop reading the script and logs after this long")
     return parser
 
 
@@ -83,14 +82,14 @@ def main(argv=None):
     options, inputs, refusal = None, {}, None
     try:
         parser = build_parser()
-        options = parser.parse_args(argv)
-        answered = cli.metadata_command(TOOL, options)
+        options, answered = cli.parse_command_line(TOOL, parser, argv)
         if answered is not None:
             return answered
         if options.script and options.command:
             parser.error("give a JOB_SCRIPT or --command LINE, not both")
         if not (options.script or options.command or options.log):
             parser.error("give a JOB_SCRIPT, --command LINE or --log LOG")
+        deadline = started + options.timeout  # the one bound of the run: reading the logs and the job end by then
         try:
             overrides = shlex.split(options.sbatch)
         except ValueError as error:
@@ -106,12 +105,12 @@ def main(argv=None):
             for path in options.log:
                 log = reading.read_log(path)
                 logs.append({"path": path, "read": log["read"]})
-                scanned.append(scan(path, log, started + options.timeout))
+                scanned.append(scan(path, log, deadline))
         except reading.Unreadable as error:
             raise unreadable(error)
         inputs["logs"] = logs
         job = read_job(text, overrides, "script" if options.script else "command" if options.command else "log",
-                       deadline=started + options.timeout)
+                       deadline=deadline)
         version_text = options.slurm_version or next((s["slurm_version"] for s in scanned if s["slurm_version"]), None)
         version = parse_version(version_text)
         inputs["slurm_version"] = {"text": version_text, "parsed": list(version) if version else None,

@@ -10,7 +10,6 @@ GATE = "launch-sound"
 
 TOOL = Tool.from_registry("launch_doctor", "check_launch", VERSION, SCHEMA_VERSION,
                           usage_id="doctor-usage-error", internal_id="doctor-internal-error", meta_key="tool")
-FINDINGS = TOOL.findings  # id -> (severity, title)
 
 
 def finding(finding_id, evidence, fix, severity=None):

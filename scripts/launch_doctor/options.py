@@ -38,41 +38,61 @@ MPIRUN_VALUES = {"-np": "np", "-n": "np", "--np": "np", "-c": "np", "-npernode":
                  "--mca": "mca2", "-mca": "mca2", "--prefix": "prefix", "-wdir": "wdir", "--wdir": "wdir"}
 
 
+class OptionWords(object):
+    """A launcher's words read as options, one at a time: iterate for each word before the program,
+    take() for an option's value. `--` ends the options where the launcher says so (sbatch/srun,
+    torchrun); `break` at the program leaves it first in rest()."""
+
+    def __init__(self, words, double_dash_ends=True):
+        self.words, self.index, self.double_dash_ends = list(words), 0, double_dash_ends
+        self.options, self.unknown = {}, []
+
+    def __iter__(self):
+        while self.index < len(self.words):
+            word = self.words[self.index]
+            if word == "--" and self.double_dash_ends:
+                self.index += 1
+                return
+            yield word
+            self.index += 1
+
+    def take(self):
+        """The next word, as the value of the option just read ("" when the words end)."""
+        self.index += 1
+        return self.words[self.index] if self.index < len(self.words) else ""
+
+    def result(self):
+        """-> (options, the words after the options, unknown options)."""
+        return self.options, self.words[self.index:], self.unknown
+
+
 def slurm_options(words, stop_at_program=True):
     """-> (options {long name: value or True}, the words after the options, unknown options).
     sbatch and srun take the same spellings; srun stops at the first word that is no option."""
-    options, unknown, index = {}, [], 0
-    while index < len(words):
-        word = words[index]
-        if word == "--":
-            index += 1
-            break
+    walk = OptionWords(words)
+    for word in walk:
         if word.startswith("--"):
             name, has_value, value = word[2:].partition("=")
             if name in SLURM_VALUES and not has_value:
-                value, index = (words[index + 1] if index + 1 < len(words) else ""), index + 1
+                value = walk.take()
             elif name not in SLURM_VALUES and name not in OPTIONAL_VALUE and not has_value:
                 value = True
                 if not known_slurm_flag(name):
-                    unknown.append(word)
-            options[name] = value
+                    walk.unknown.append(word)
+            walk.options[name] = value
         elif word.startswith("-") and len(word) >= 2 and word != "-":
             short = word[:2]
             if short in SLURM_SHORT:
-                value = word[2:]
-                if not value:
-                    value, index = (words[index + 1] if index + 1 < len(words) else ""), index + 1
-                options[SLURM_SHORT[short]] = value.lstrip("=")
+                walk.options[SLURM_SHORT[short]] = (word[2:] or walk.take()).lstrip("=")
             elif short in SLURM_SHORT_FLAGS:
-                options[SLURM_SHORT_FLAGS[short]] = True
+                walk.options[SLURM_SHORT_FLAGS[short]] = True
             else:
-                unknown.append(word)
+                walk.unknown.append(word)
         elif stop_at_program:
             break
         else:
-            unknown.append(word)
-        index += 1
-    return options, words[index:], unknown
+            walk.unknown.append(word)
+    return walk.result()
 
 
 KNOWN_FLAGS = {"exclusive", "exact", "overlap", "overcommit", "label", "unbuffered", "verbose", "quiet",
@@ -89,53 +109,42 @@ def known_slurm_flag(name):
 
 def torchrun_options(words):
     """-> (options with '_' spelled '-', the program and its arguments, unknown options)."""
-    options, unknown, index = {}, [], 0
-    while index < len(words):
-        word = words[index]
-        if word == "--":
-            index += 1
-            break
+    walk = OptionWords(words)
+    for word in walk:
         if word.startswith("--"):
             name, has_value, value = word[2:].partition("=")
             name = name.replace("_", "-")
             if name == "nproc-per-node" or name in TORCHRUN_VALUES:
-                if not has_value:
-                    value, index = (words[index + 1] if index + 1 < len(words) else ""), index + 1
-                options[name] = value
+                walk.options[name] = value if has_value else walk.take()
             elif name in TORCHRUN_FLAGS:
-                options[name] = True
+                walk.options[name] = True
             else:
-                unknown.append(word)
-                options[name] = value if has_value else True
+                walk.unknown.append(word)
+                walk.options[name] = value if has_value else True
         elif word in TORCHRUN_SHORT:
-            options[TORCHRUN_SHORT[word]] = words[index + 1] if index + 1 < len(words) else ""
-            index += 1
+            walk.options[TORCHRUN_SHORT[word]] = walk.take()
         elif word in TORCHRUN_SHORT_FLAGS:
-            options[TORCHRUN_SHORT_FLAGS[word]] = True
+            walk.options[TORCHRUN_SHORT_FLAGS[word]] = True
         elif word.startswith("-") and len(word) > 1:
-            unknown.append(word)
+            walk.unknown.append(word)
         else:
             break
-        index += 1
-    return options, words[index:], unknown
+    return walk.result()
 
 
 def mpirun_options(words):
-    options, unknown, index = {}, [], 0
-    while index < len(words):
-        word = words[index]
+    walk = OptionWords(words, double_dash_ends=False)
+    for word in walk:
         name, has_value, value = word.partition("=")
         if name in MPIRUN_VALUES:
             key = MPIRUN_VALUES[name]
-            if key.endswith("2"):
-                index += 2
+            if key.endswith("2"):  # -genv NAME VALUE, --mca KEY VALUE: two words, not read
+                walk.take()
+                walk.take()
             else:
-                if not has_value:
-                    value, index = (words[index + 1] if index + 1 < len(words) else ""), index + 1
-                options[key] = value
+                walk.options[key] = value if has_value else walk.take()
         elif word.startswith("-"):
-            unknown.append(word)
+            walk.unknown.append(word)
         else:
             break
-        index += 1
-    return options, words[index:], unknown
+    return walk.result()

@@ -8,5 +8,4 @@ VERSION = "1.0.0"
 
 TOOL = Tool.from_registry("loader_profiler", "profile_loader", VERSION, SCHEMA_VERSION, usage_id="profile-loader-usage-error",
                           internal_id="profile-loader-internal-error", meta_key="tool")
-FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding

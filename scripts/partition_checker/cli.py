@@ -5,10 +5,10 @@ import os
 import time
 
 from diagnostics_core import calls, cli
+from .budget import DEFAULT_TIMEOUT
 from .findings import MAX_PARTS_LIMIT, TOOL
 from .run import render, run_child
 
-DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_PARTS = 256  # parts examined; each adds a few kilobytes of JSON and its files' load time
 
 
@@ -76,8 +76,7 @@ def build_parser():
                         help="load files PyG would load with weights_only=False that way, but only files a "
                              "pickletools scan proves hold nothing but containers and tensors, through an "
                              "unpickler that refuses any other name (a file holding code is never loaded)")
-    parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
-                        help="bound on each file load (default %(default)s)")
+    cli.add_seconds(parser, "--timeout", DEFAULT_TIMEOUT, "bound on each file load")
     parser.add_argument("--max-parts", metavar="N", type=cli.whole_number(1, MAX_PARTS_LIMIT), default=DEFAULT_MAX_PARTS,
                         help="check parts 0..N-1 at most (default %(default)s); the rest are named in "
                              "partition-output-capped, so output and time stay bounded")

@@ -9,5 +9,4 @@ MAX_PARTS_LIMIT = 100000
 TOOL = Tool.from_registry("partition_checker", "check_partition", VERSION, SCHEMA_VERSION,
                           usage_id="partition-usage-error", internal_id="partition-checker-internal-error",
                           interrupted_id="partition-interrupted")
-FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding

@@ -743,10 +743,10 @@ def coverage_facts(totals):
 def child_main(options_text):
     """The child process: load the folder the way PyG does and publish the facts."""
     options, reporter = calls.start_child(options_text)
-    caller = calls.BoundedCaller(options.timeout, reporter, thread_name="partition-load")
+    caller = calls.BoundedCaller(options.bounds["load_s"], reporter, thread_name="partition-load")
     # urllib3 binds a socket at import time to test for IPv6: refused here, nothing needs the network.
     sandbox.refuse_sockets()
-    reporter.begin("import torch, torch_geometric", max(options.timeout, 120.0))
+    reporter.begin("import torch, torch_geometric", options.bounds["import_s"])
     import torch_geometric.distributed  # noqa: F401  (imported here so the load is bounded and announced)
     reporter.end()
     facts = gather_facts(options.root, options, caller, reporter)

@@ -8,6 +8,7 @@ import time
 from diagnostics_core import calls
 from diagnostics_core.contract import SCRIPTS
 from . import CHILD_FLAG
+from .budget import stage_bounds
 from .findings import VERSION, TOOL
 
 META_SHOWN_BYTES = 8192  # META.json content quoted in the JSON up to this size
@@ -49,5 +50,6 @@ def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
     sections = (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None), ("layout", None),
                 ("examined", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None))
+    options.bounds = stage_bounds(options.timeout)
     return calls.gather_in_child(os.path.join(SCRIPTS, "check_partition.py"), CHILD_FLAG, options, "load",
                                  "[partition] ", sections)

@@ -90,17 +90,28 @@ before debugging a PyG scaling job.
 """
 
 
+GATES = (
+    ("--require-neighbor-backend", "exit 1 unless the backend NeighborLoader would use (pyg-lib or torch-sparse) "
+                                   "passed a functional smoke sample, not merely imported"),
+    ("--require-cuda", "exit 1 unless torch could use at least one GPU: NVML lists it, CUDA_VISIBLE_DEVICES leaves "
+                       "it, the driver is new enough and torch has kernels for it (no CUDA call)"),
+)
+OUTPUT_SWITCHES = (
+    ("--static-only", "metadata, CPU and environment only: imports neither torch nor any extension (milliseconds); "
+                      "what it cannot see is 'not-probed'/null and status is 'incomplete'; the --require-* gates "
+                      "need the full probe"),
+    ("--full", "every fact: all install records, operator lists, all PyG flags, child stderr (the default compact "
+               "document leaves these out)"),
+    ("--schema", "print the JSON Schema of the output and exit 0"),
+)
+
+
 def build_parser():
     parser = shared_cli.make_parser(
         TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
         markdown="a versions table and the findings with their fixes, to paste into an issue (names redacted)",
         redacted="user, home, host and node names")
-    parser.add_argument("--require-neighbor-backend", action="store_true",
-                        help="exit 1 unless the backend NeighborLoader would use (pyg-lib or torch-sparse) "
-                             "passed a functional smoke sample, not merely imported")
-    parser.add_argument("--require-cuda", action="store_true",
-                        help="exit 1 unless torch could use at least one GPU: NVML lists it, CUDA_VISIBLE_DEVICES "
-                             "leaves it, the driver is new enough and torch has kernels for it (no CUDA call)")
+    shared_cli.add_switches(parser, GATES)
     parser.add_argument("--require-distributed", nargs="?", const="any", metavar="BACKEND",
                         choices=("any", "gloo", "nccl", "mpi", "ucc"),
                         help="exit 1 unless torch.distributed is available (and BACKEND, one of gloo, nccl, "
@@ -108,17 +119,9 @@ def build_parser():
     parser.add_argument("--python", metavar="PATH", default=None,
                         help="interpreter to probe, e.g. another venv's bin/python (default: the active "
                              "environment's, else this one; see 'which interpreter' below)")
-    parser.add_argument("--timeout", metavar="SECONDS", type=shared_cli.seconds, default=DEFAULT_TIMEOUT,
-                        help="bound on total wall time (default %(default)s); an import that makes no "
-                             "progress for 40%% of it (2 to 20 s) is reported as hung")
-    parser.add_argument("--static-only", action="store_true",
-                        help="metadata, CPU and environment only: imports neither torch nor any extension "
-                             "(milliseconds); what it cannot see is 'not-probed'/null and status is "
-                             "'incomplete'; the --require-* gates need the full probe")
-    parser.add_argument("--full", action="store_true",
-                        help="every fact: all install records, operator lists, all PyG flags, child stderr "
-                             "(the default compact document leaves these out)")
-    parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the output and exit 0")
+    shared_cli.add_seconds(parser, "--timeout", DEFAULT_TIMEOUT, "bound on total wall time; an import that makes "
+                           "no progress for 40%% of it (2 to 20 s) is reported as hung")
+    shared_cli.add_switches(parser, OUTPUT_SWITCHES)
     parser.add_argument("--wheels", nargs="?", const="", metavar="TORCH[+VARIANT]",
                         help="which PyG extensions have wheels for that torch build (e.g. 2.14.1+cu126; without a "
                              "value, the probed torch), each with its source, date and install line, and the "

@@ -8,10 +8,10 @@ import time
 from diagnostics_core import calls, cli
 from diagnostics_core.calls import CallerState
 from diagnostics_core.markdown import stderr_line
-from .findings import DEFAULT_TIMEOUT, SCRATCH_NAME, TOOL
+from .budget import DEFAULT_SETUP_TIMEOUT, DEFAULT_TIMEOUT
+from .findings import SCRATCH_NAME, TOOL
 from .run import render, run_child
 
-DEFAULT_SETUP_TIMEOUT = 120.0
 
 
 USAGE = """\
@@ -88,11 +88,9 @@ def build_parser():
                              % SCRATCH_NAME)
     parser.add_argument("--skip-sampling", action="store_true",
                         help="do not build a NeighborLoader batch over the stores")
-    parser.add_argument("--timeout", metavar="SECONDS", type=cli.seconds, default=DEFAULT_TIMEOUT,
-                        help="bound on each store call (default %(default)s)")
-    parser.add_argument("--setup-timeout", metavar="SECONDS", type=cli.seconds,
-                        default=DEFAULT_SETUP_TIMEOUT,
-                        help="bound on building the stores and on the NeighborLoader batch (default %(default)s)")
+    cli.add_seconds(parser, "--timeout", DEFAULT_TIMEOUT, "bound on each store call")
+    cli.add_seconds(parser, "--setup-timeout", DEFAULT_SETUP_TIMEOUT,
+                    "bound on building the stores and on the NeighborLoader batch")
     return parser
 
 

@@ -4,7 +4,6 @@ from diagnostics_core.contract import Tool
 
 SCHEMA_VERSION = "1.0"
 VERSION = "1.0.0"
-DEFAULT_TIMEOUT = 10.0  # seconds per store call: the flag's default, and the bound of a record that names none
 SCRATCH_NAME = "__pyg_contract_scratch__"
 SCRATCH_EDGE_TYPE = (SCRATCH_NAME, "to", SCRATCH_NAME)
 

@@ -168,7 +168,7 @@ def gather_setup(options, call):
             facts["references"] = {"pair": options.stores}
             facts["failed_reference"] = options.stores  # cleared below once built
             pair = call("%s()" % options.stores, build_from_reference, options.stores, options.path,
-                        timeout=options.setup_timeout)
+                        timeout=options.bounds["setup_s"])
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 facts.update(status="error", error="expected a (FeatureStore, GraphStore) pair, got %s"
                              % json.dumps(describe(pair)))
@@ -181,12 +181,12 @@ def gather_setup(options, call):
             facts["references"] = {"feature_store": options.feature_store, "graph_store": options.graph_store}
             facts["failed_reference"] = options.feature_store
             feature_store = call("%s()" % options.feature_store, build_from_reference,
-                                 options.feature_store, options.path, timeout=options.setup_timeout)
+                                 options.feature_store, options.path, timeout=options.bounds["setup_s"])
             facts["failed_reference"] = options.graph_store
             graph_store = call("%s()" % options.graph_store, build_from_reference,
-                               options.graph_store, options.path, timeout=options.setup_timeout)
+                               options.graph_store, options.path, timeout=options.bounds["setup_s"])
     except (CallTimeout, CallSkipped):
-        facts.update(status="timeout", error="building the stores did not finish in %ss" % options.setup_timeout)
+        facts.update(status="timeout", error="building the stores did not finish in %ss" % options.bounds["setup_s"])
         return facts, None, None
     except ReferenceNotFound as error:
         facts.update(status="not-found", error=sanitise_text(safe_str(error), 700))
@@ -562,7 +562,7 @@ def gather_sampling(feature_store, graph_store, tensor_facts, edge_facts, option
 
     try:
         batch = call("NeighborLoader((feature_store, graph_store)) first batch", first_batch,
-                     timeout=options.setup_timeout)
+                     timeout=options.bounds["setup_s"])
     except (CallTimeout, CallSkipped):
         raise
     except Exception as error:
@@ -588,9 +588,6 @@ def neighbor_loader(feature_store, graph_store, sampling, **worker_options):
                               batch_size=len(sampling["seeds"]), shuffle=False, **worker_options)
 
 
-WORKER_START_S = 10.0  # added to --timeout for a worker's batch: forking and starting the worker
-
-
 WORKER_CALL = "NeighborLoader(num_workers=1) first batch in a forked worker"
 
 
@@ -610,7 +607,7 @@ def gather_worker_sampling(feature_store, graph_store, sampling, tensor_attrs, o
     if "fork" not in multiprocessing.get_all_start_methods():
         facts.update(status="unavailable", reason="this platform cannot fork")
         return facts
-    worker_timeout = options.timeout + WORKER_START_S
+    worker_timeout = options.bounds["worker_loader_s"]
     facts["worker_timeout_s"] = worker_timeout
 
     def worker_batch():
@@ -624,7 +621,7 @@ def gather_worker_sampling(feature_store, graph_store, sampling, tensor_attrs, o
             end_workers(iterator)
 
     try:
-        batch = call(WORKER_CALL, worker_batch, timeout=options.setup_timeout)
+        batch = call(WORKER_CALL, worker_batch, timeout=options.bounds["setup_s"])
     except (CallTimeout, CallSkipped):
         raise
     except Exception as error:
@@ -924,12 +921,12 @@ def gather_facts(options, call, out):
 def child_main(options_text):
     """The child process: import the stack and the stores, gather the facts, publish them."""
     options, reporter = calls.start_child(options_text)
-    caller = calls.BoundedCaller(options.timeout, reporter, thread_name="store-call")
+    caller = calls.BoundedCaller(options.bounds["call_s"], reporter, thread_name="store-call")
     # urllib3 binds a socket at import time to test for IPv6; the libraries' own
     # import must not open one. The stores themselves may (a remote store).
     importing = {"libraries": True}
     sandbox.refuse_sockets(lambda: importing["libraries"])
-    reporter.begin("import torch, torch_geometric", options.setup_timeout)
+    reporter.begin("import torch, torch_geometric", options.bounds["import_s"])
     versions = library_versions()
     reporter.end()
     importing["libraries"] = False

@@ -6,7 +6,8 @@ import os
 from diagnostics_core import calls
 from diagnostics_core.contract import script_command
 from diagnostics_core.text import quote
-from .findings import DEFAULT_TIMEOUT, SCRATCH_EDGE_TYPE, SCRATCH_NAME, TOOL, finding
+from .budget import DEFAULT_TIMEOUT
+from .findings import SCRATCH_EDGE_TYPE, SCRATCH_NAME, TOOL, finding
 from .gather import WORKER_CALL, rows_of
 
 

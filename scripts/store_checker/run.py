@@ -7,6 +7,7 @@ import time
 from diagnostics_core import calls
 from diagnostics_core.contract import SCRIPTS
 from . import CHILD_FLAG
+from .budget import stage_bounds
 from .findings import VERSION, TOOL
 
 
@@ -48,6 +49,7 @@ EMPTY_SECTIONS = (("setup", None), ("tensor_attrs", None), ("tensors", []), ("ed
 def run_child(options):
     """Gather the facts in a sandboxed child; -> (facts, CallerState). What the stores print is
     passed on to stderr. Interrupted (SIGINT/SIGTERM) goes up with the facts published so far."""
+    options.bounds = stage_bounds(options.timeout, options.setup_timeout)
     facts, state = calls.gather_in_child(os.path.join(SCRIPTS, "check_store_contract.py"), CHILD_FLAG, options,
                                          "call", "[store] ", EMPTY_SECTIONS)
     if facts.get("crash"):  # a loader batch that was running when the child died died with it

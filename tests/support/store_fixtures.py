@@ -89,24 +89,20 @@ def _record_write(store, what):
             handle.write(what + "\n")
 
 
-class GuardedFeatureStore(LocalFeatureStore):
-    def _put_tensor(self, tensor, attr):
-        _record_write(self, "put_tensor")
-        return super()._put_tensor(tensor, attr)
+def recording_writes(base, *methods):
+    """A subclass of `base` whose `methods` (its writes) each note their call, then do what `base` does."""
+    def recorded(name):
+        original = getattr(base, name)
 
-    def _remove_tensor(self, attr):
-        _record_write(self, "remove_tensor")
-        return super()._remove_tensor(attr)
+        def method(self, *args):
+            _record_write(self, name.lstrip("_"))
+            return original(self, *args)
+        return method
+    return type("Guarded" + base.__name__, (base,), {name: recorded(name) for name in methods})
 
 
-class GuardedGraphStore(LocalGraphStore):
-    def _put_edge_index(self, edge_index, edge_attr):
-        _record_write(self, "put_edge_index")
-        return super()._put_edge_index(edge_index, edge_attr)
-
-    def _remove_edge_index(self, edge_attr):
-        _record_write(self, "remove_edge_index")
-        return super()._remove_edge_index(edge_attr)
+GuardedFeatureStore = recording_writes(LocalFeatureStore, "_put_tensor", "_remove_tensor")
+GuardedGraphStore = recording_writes(LocalGraphStore, "_put_edge_index", "_remove_edge_index")
 
 
 def guarded_feature_store():
