@@ -233,7 +233,6 @@ def test_write_check_catches_a_remove_that_keeps_the_tensor(runs):
     "store-wrong-base-class")
 def test_broken_store_gives_expected_finding(runs, case, finding_id, evidence):
     runs[case].error_finding(finding_id, **evidence)
-    assert matches[0]["fix"]
 
 
 @pytest.mark.finding("store-tensor-not-tensor")
