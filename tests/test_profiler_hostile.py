@@ -62,9 +62,10 @@ def test_a_closed_stderr_changes_nothing_else(tmp_path):
     ids = [f["id"] for f in closed["findings"]]
     assert "profile-loader-internal-error" not in ids, closed["findings"]
     assert closed_code == closed["exit_code"] == open_code == opened["exit_code"]
-    assert closed["status"] == opened["status"] and sorted(ids) == sorted(f["id"] for f in opened["findings"])
-    assert closed["gates"] == opened["gates"] or closed["gates"]["measured"]["passed"] == \
-        opened["gates"]["measured"]["passed"]
+    # What the runs measured may differ with the machine's load (which settings win, the budget's reach);
+    # what was asked and planned may not.
+    assert closed["gates"]["measured"]["passed"] == opened["gates"]["measured"]["passed"]
+    assert closed["request"] == opened["request"] and closed["plan"] == opened["plan"]
 
 
 @pytest.mark.parametrize("args, says", [
