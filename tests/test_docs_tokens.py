@@ -10,7 +10,9 @@ a finding id needs only what `--explain` prints.
 Run `python tests/test_docs_tokens.py` to print the table (and, inside a git
 checkout that has the commit, the numbers before issue 22). The claim count of
 the closing note comes from `claim_counts()`: assert statements in the claim tests
-(tests/test_docs_advice.py, tests/test_docs_claims.py) plus those in runnable doc blocks.
+(tests/test_docs_advice.py, tests/test_docs_claims.py) plus those in the runnable code the docs
+carry: blocks marked runnable and, since issue 33 moved the longer ones there, references/examples/*.py
+(each run by tests/test_docs_examples.py).
 """
 
 import ast
@@ -104,6 +106,9 @@ def claim_counts(show=None):
                                if n.endswith(".md")]
         in_blocks = sum(count_asserts(b.code) for d in docs for b in fenced_blocks(os.path.join(REPO, d))
                         if b.kind == "runnable")
+        examples = os.path.join(REPO, "references", "examples")
+        in_blocks += sum(count_asserts(read(os.path.join(examples, n))) for n in sorted(os.listdir(examples))
+                         if n.endswith(".py"))
         return in_tests, in_blocks
     import tempfile
     in_tests = count_asserts(show("tests/test_docs_advice.py"))

@@ -1,7 +1,8 @@
 """The store checker on stores over real systems, started by the tests: SQLite (stdlib), memory-mapped
 files (torch.load(mmap=True), numpy.memmap), Debian's redis-server on a loopback port, and Kuzu with its
 own PyG backend. Each in a correct form (the checker passes it) and broken the way real clients break
-(tests/support/real_stores.py says how). The copyable store in references/scaling-and-backends.md is checked too.
+(tests/support/real_stores.py says how). The copyable store the references link, references/examples/sqlite_store.py,
+is checked too.
 
 Every case is the checker as a subprocess, judged by its exit code and finding ids. The forked-worker
 batch needs a sampling backend (pyg-lib or torch-sparse); cases that break only there skip without one.
@@ -9,7 +10,6 @@ batch needs a sampling backend (pyg-lib or torch-sparse); cases that break only 
 
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -25,8 +25,7 @@ from conftest import strict_json
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
 STORES = "tests/support/real_stores.py"
-SCALING_DOC = os.path.join(REPO, "references", "scaling-and-backends.md")
-DOC_HEADING = "### A store over a real database"
+DOC_STORE = os.path.join(REPO, "references", "examples", "sqlite_store.py")
 REDIS_ENABLE = "apt-get install -y redis-server && pip install redis"
 KUZU_ENABLE = "pip install kuzu==0.11.3"
 BACKEND_PROBE = ("import torch_geometric.typing as t; "
@@ -79,10 +78,9 @@ def start_redis(folder):
 
 
 def doc_store_source():
-    """The runnable block under DOC_HEADING in the scaling reference."""
-    text = open(SCALING_DOC, encoding="utf-8").read()
-    section = text[text.index(DOC_HEADING):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    """The SQLite store the scaling reference links ("A store over a real database")."""
+    with open(DOC_STORE, encoding="utf-8") as handle:
+        return handle.read()
 
 
 class Run:
