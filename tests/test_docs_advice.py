@@ -305,7 +305,18 @@ def test_link_loader_shifts_labels_and_default_split_gives_three_classes(tmp_pat
 # Store pairs (items 4, 5, 15, 18)
 # ---------------------------------------------------------------------------
 
-STORES = """
+# What a call gave, as one comparable string: "ok", or the exception's type and first line. Claims
+# prepend it to their scripts (indented as their code is).
+OUTCOME = """
+    def outcome(make):
+        try:
+            make()
+            return "ok"
+        except Exception as error:
+            return "%s: %s" % (type(error).__name__, str(error).splitlines()[0][:120])
+"""
+
+STORES = OUTCOME + """
     import json, torch
     from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
     from torch_geometric.loader import NeighborLoader
@@ -343,13 +354,6 @@ STORES = """
             return self.edges.pop((edge_attr.edge_type, edge_attr.layout), None) is not None
         def get_all_edge_attrs(self):
             return [attr for _, attr in self.edges.values()]
-
-    def outcome(make):
-        try:
-            make()
-            return "ok"
-        except Exception as error:
-            return "%s: %s" % (type(error).__name__, str(error).splitlines()[0][:120])
 
     torch.manual_seed(0)
     N, E = 60, 300
@@ -538,28 +542,21 @@ def test_neighbor_sampler_builds_its_csc_on_the_cpu(tmp_path):
 
 def test_torch_sparse_sampling_lacks_disjoint_weighted_and_per_hop_counts(tmp_path, neighbor_backend):
     """Item 14: torch-sparse is not 'the same neighbour sampling' as pyg-lib."""
-    result = measure("""
-        import json, torch
-        import torch_geometric.typing as T
-        from torch_geometric.data import Data
-        from torch_geometric.loader import NeighborLoader
+    result = measure(OUTCOME + """
+    import json, torch
+    import torch_geometric.typing as T
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
 
-        def outcome(make):
-            try:
-                make()
-                return "ok"
-            except Exception as error:
-                return "%s: %s" % (type(error).__name__, str(error).splitlines()[0][:100])
-
-        data = Data(x=torch.randn(50, 2), edge_index=torch.randint(0, 50, (2, 200)), w=torch.rand(200))
-        batch = next(iter(NeighborLoader(data, num_neighbors=[3, 2], batch_size=4)))
-        print(json.dumps({
-            "backend": "pyg-lib" if T.WITH_PYG_LIB else "torch-sparse",
-            "num_sampled_nodes": getattr(batch, "num_sampled_nodes", None) is not None,
-            "disjoint": outcome(lambda: next(iter(NeighborLoader(data, num_neighbors=[2], batch_size=4,
-                                                                 disjoint=True)))),
-            "weighted": outcome(lambda: NeighborLoader(data, num_neighbors=[2], batch_size=4, weight_attr='w')),
-        }))
+    data = Data(x=torch.randn(50, 2), edge_index=torch.randint(0, 50, (2, 200)), w=torch.rand(200))
+    batch = next(iter(NeighborLoader(data, num_neighbors=[3, 2], batch_size=4)))
+    print(json.dumps({
+        "backend": "pyg-lib" if T.WITH_PYG_LIB else "torch-sparse",
+        "num_sampled_nodes": getattr(batch, "num_sampled_nodes", None) is not None,
+        "disjoint": outcome(lambda: next(iter(NeighborLoader(data, num_neighbors=[2], batch_size=4,
+                                                             disjoint=True)))),
+        "weighted": outcome(lambda: NeighborLoader(data, num_neighbors=[2], batch_size=4, weight_attr='w')),
+    }))
     """, tmp_path)
     if result["backend"] == "pyg-lib":
         pytest.skip("pyg-lib is installed: this claim is about torch-sparse alone")

@@ -31,13 +31,33 @@ def needs_backend():
                     + ENABLE_BACKEND)
 
 
+# Two spawned ranks on a free loopback port, for the claims that need a real 2-process gloo group: the
+# claim's script is this text followed by its own, and calls start_two_ranks(run, *args) from __main__.
+TWO_RANKS = textwrap.dedent("""
+    import socket
+    import torch.multiprocessing as mp
+
+    def start_two_ranks(run, *args):
+        \"\"\"Start run(rank, port, *args, results) in 2 spawned processes; -> (workers, results queue).\"\"\"
+        with socket.socket() as sock:
+            sock.bind(('127.0.0.1', 0))
+            port = sock.getsockname()[1]
+        context = mp.get_context('spawn')
+        results = context.Queue()
+        workers = [context.Process(target=run, args=(rank, port) + args + (results,)) for rank in range(2)]
+        for worker in workers:
+            worker.start()
+        return workers, results
+""")
+
+
 # ---------------------------------------------------------------------------
 # Error 2: unequal DDP step counts with gloo
 # ---------------------------------------------------------------------------
 
 UNEQUAL_STEPS = """
-    import json, os, queue, socket, sys, datetime
-    import torch, torch.distributed as dist, torch.multiprocessing as mp
+    import json, os, queue, sys, datetime
+    import torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     def run(rank, port, after, results):
@@ -59,14 +79,7 @@ UNEQUAL_STEPS = """
             results.put((rank, str(error).splitlines()[0][:300], grads))
 
     if __name__ == '__main__':
-        with socket.socket() as sock:
-            sock.bind(('127.0.0.1', 0))
-            port = sock.getsockname()[1]
-        context = mp.get_context('spawn')
-        results = context.Queue()
-        workers = [context.Process(target=run, args=(rank, port, sys.argv[1], results)) for rank in range(2)]
-        for worker in workers:
-            worker.start()
+        workers, results = start_two_ranks(run, sys.argv[1])
         report = {}
         for _ in range(2):
             try:
@@ -85,7 +98,7 @@ UNEQUAL_STEPS = """
 
 def run_unequal_steps(tmp_path, after):
     script = tmp_path / "unequal.py"
-    script.write_text(textwrap.dedent(UNEQUAL_STEPS))
+    script.write_text(TWO_RANKS + textwrap.dedent(UNEQUAL_STEPS))
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore")
     process = subprocess.run([sys.executable, str(script), after], capture_output=True, text=True,
                              env=env, timeout=CHILD_TIMEOUT)
@@ -383,8 +396,8 @@ def test_to_hetero_under_ddp_needs_a_forward_pass_and_find_unused_parameters(tmp
 
 
 def test_join_shadows_with_zero_gradients_divided_by_the_initial_world_size(tmp_path):
-    result = measure("""
-        import json, socket, torch, torch.distributed as dist, torch.multiprocessing as mp
+    result = measure(TWO_RANKS + textwrap.dedent("""
+        import json, torch, torch.distributed as dist
         from torch.distributed.algorithms.join import Join
         from torch.nn.parallel import DistributedDataParallel
 
@@ -405,19 +418,12 @@ def test_join_shadows_with_zero_gradients_divided_by_the_initial_world_size(tmp_
             dist.destroy_process_group()
 
         if __name__ == '__main__':
-            with socket.socket() as sock:
-                sock.bind(('127.0.0.1', 0))
-                port = sock.getsockname()[1]
-            context = mp.get_context('spawn')
-            results = context.Queue()
-            workers = [context.Process(target=run, args=(rank, port, results)) for rank in range(2)]
-            for worker in workers:
-                worker.start()
+            workers, results = start_two_ranks(run)
             report = dict(results.get(timeout=120) for _ in range(2))
             for worker in workers:
                 worker.join(30)
             print(json.dumps({str(rank): grads for rank, grads in report.items()}))
-    """, tmp_path)
+    """), tmp_path)
     # Step 1 (both ranks): (6 + 12) / 2 = 9. Step 2 (rank 0 alone): 6 + 0 from the joined rank.
     assert result["0"] == {"True": [9.0, 3.0], "False": [9.0, 6.0]}, result
     assert result["1"] == {"True": [9.0], "False": [9.0]}
