@@ -80,12 +80,16 @@ UNEQUAL_STEPS = """
 
     if __name__ == '__main__':
         workers, results = start_two_ranks(run, sys.argv[1])
-        report = {}
-        for _ in range(2):
+        report, waited, ended = {}, 0, False
+        while len(report) < 2 and waited < 90:
             try:
-                rank, status, grads = results.get(timeout=90)
+                rank, status, grads = results.get(timeout=1)
             except queue.Empty:
-                break
+                waited += 1
+                if ended:
+                    break  # every rank had ended a second ago and what they sent has arrived: an abort sends nothing
+                ended = not any(worker.is_alive() for worker in workers)
+                continue
             report[str(rank)] = {'status': status, 'grads': grads}
         for worker in workers:
             worker.join(10)
