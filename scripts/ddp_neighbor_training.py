@@ -66,9 +66,10 @@ launch styles:
                with several tasks per node: srun starts one agent per task.
                Measured on SLURM 22.05.8: without a -c each task gets the job's
                CPUs on its node divided among the step's tasks; a -c (given to
-               srun, or read from SRUN_CPUS_PER_TASK in 22.05 to 23.02 and from
-               SLURM_CPUS_PER_TASK before 22.05 and since 23.11) binds each task
-               to exactly that many. Check a job script before submitting it:
+               srun, or read from the variable your SLURM's srun reads: see
+               references/distributed-workflows.md, "Cores per task by SLURM
+               version") binds each task to exactly that many. Check a job
+               script before submitting it:
                python3 scripts/check_launch.py JOB_SCRIPT --format markdown
                Without LOCAL_WORLD_SIZE the script falls back to
                SLURM_NTASKS_PER_NODE, and takes WORLD_SIZE as the local count
@@ -190,7 +191,7 @@ def build_parser():
                              "usable cores // local ranks)")
     data = parser.add_argument_group("data")
     data.add_argument("--data", metavar="PATH",
-                      help="torch.save'd torch_geometric.data.Data with x, y (class ids), edge_index "
+                      help="torch.save'd torch_geometric.data.Data (or its to_dict()) with x, y (class ids), edge_index "
                            "and optional boolean train_mask/val_mask (default split: 80/20 by --seed); "
                            "default: a synthetic graph made in memory")
     data.add_argument("--store", action="store_true",
@@ -350,8 +351,11 @@ def load_saved_data(path, seed):
     except Exception as error:
         raise UsageError(f"--data {path}: cannot load a torch_geometric Data object "
                          f"({type(error).__name__}: {str(error).splitlines()[0]})")
+    if isinstance(data, dict):  # saved as data.to_dict(): the form torch.load(path, mmap=True) can map
+        data = Data.from_dict(data)
     if not isinstance(data, Data):
-        raise UsageError(f"--data {path}: expected torch_geometric.data.Data, got {type(data).__name__}")
+        raise UsageError(f"--data {path}: expected torch_geometric.data.Data (or its to_dict()), got "
+                         f"{type(data).__name__}")
     for key in ("x", "y", "edge_index"):
         if getattr(data, key, None) is None:
             raise UsageError(f"--data {path}: Data has no '{key}'")

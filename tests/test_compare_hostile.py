@@ -178,3 +178,19 @@ def test_a_fifo_report_is_refused_without_blocking(tmp_path, report):
     run = compare(good, fifo)  # invoke_tool's own timeout ends a hang as a test failure
     assert run.returncode == 2 and ids(run) == ["cluster-report-unreadable"]
     assert run.json["findings"][0]["evidence"]["file"] == str(fifo)
+
+
+@pytest.mark.finding("cluster-stack-drift")
+def test_a_torch_build_tag_is_matched_from_its_own_index(tmp_path, report):
+    """torch 2.13.0+cpu on most hosts: the host that differs gets PyTorch's CPU index in its line, since
+    PyPI has no +cpu build (a bare `pip install torch==2.13.0+cpu` finds nothing there)."""
+    def torch_version(version):
+        def change(document):
+            document["torch"]["version"] = version
+        return change
+    a = write_report(tmp_path, "node0", variant(report, torch_version("2.13.0+cpu")))
+    b = write_report(tmp_path, "node1", variant(report, torch_version("2.13.0+cpu")))
+    c = write_report(tmp_path, "node2", variant(report, torch_version("2.14.1")))
+    run = compare(a, b, c)
+    [found] = [f for f in run.json["findings"] if f["id"] == "cluster-stack-drift" and f["evidence"]["fact"] == "torch"]
+    assert "-m pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu" in found["fix"]

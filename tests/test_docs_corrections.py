@@ -6,6 +6,8 @@ under a minute on a shared machine), a second writes a heterogeneous partition. 
 its part of the result and checks that the docs still say what was measured.
 """
 
+import json
+
 import pytest
 
 from test_docs_advice import DISTRIBUTED, SCALING, measure, squashed
@@ -176,3 +178,86 @@ def test_gpu_sampling_names_both_libraries_that_do_it(doc):
     assert "GPU-side sampling means cuGraph-PyG" not in text
 
 
+
+
+SHM_TOO_SMALL = """
+    import json, torch
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    torch.manual_seed(0)
+    N, E = 10000, 1000000  # the sampler's arrays: about 16 MB, twice the /dev/shm below
+    data = Data(x=torch.randn(N, 4), edge_index=torch.randint(0, N, (2, E)))
+    stage = 'construction'
+    try:
+        loader = NeighborLoader(data, num_neighbors=[5], batch_size=64, num_workers=1)
+        stage = 'first batch'
+        next(iter(loader))
+        stage, error = 'none', None
+    except Exception as caught:
+        error = '%s: %s' % (type(caught).__name__, str(caught).splitlines()[0][:300])
+    print(json.dumps({'stage': stage, 'error': error}))
+"""
+
+
+def test_a_small_dev_shm_fails_the_loader_at_construction_with_no_space_left(tmp_path):
+    """Workers in containers: a /dev/shm smaller than the sampler's arrays (here an 8 MiB tmpfs in a private
+    mount namespace, as a container's) fails the loader with num_workers > 0 as soon as it is built."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import textwrap
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("mounting a small /dev/shm needs root and unshare (util-linux): run the tests as root")
+    (tmp_path / "shm.py").write_text(textwrap.dedent(SHM_TOO_SMALL))
+    completed = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=8m tmpfs /dev/shm && exec "$0" "$1"',
+                                sys.executable, str(tmp_path / "shm.py")],
+                               capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+                               env=dict(os.environ, PYTHONWARNINGS="ignore", PYTHONDONTWRITEBYTECODE="1"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result["stage"] == "construction", result
+    assert result["error"].startswith("RuntimeError: unable to allocate shared memory(shm) for file")
+    assert result["error"].endswith("No space left on device (28)")
+    assert "No space left on device (28)" in squashed(SCALING)
+
+
+AFFINITY = """
+    import json, os, torch
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+
+    def note_cores(batch):  # runs in the worker (filter_per_worker=True)
+        batch.cores = torch.tensor(sorted(os.sched_getaffinity(0)))
+        return batch
+
+    data = Data(x=torch.randn(100, 2), edge_index=torch.randint(0, 100, (2, 400)))
+    loader = NeighborLoader(data, num_neighbors=[2], batch_size=10, num_workers=1, filter_per_worker=True,
+                            transform=note_cores)
+    with loader.enable_cpu_affinity():
+        batch = next(iter(loader))
+    print(json.dumps({'main': sorted(os.sched_getaffinity(0)), 'loader_cores': loader.loader_cores,
+                      'worker': batch.cores.tolist()}))
+"""
+
+
+def test_default_loader_cores_ignore_a_taskset_mask_and_the_worker_runs_outside_it(tmp_path, neighbor_backend):
+    """CPU affinity: under taskset the default enable_cpu_affinity() pin is not refused, the worker silently
+    runs on a core outside the process's mask."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import textwrap
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2 or not shutil.which("taskset"):
+        pytest.skip("needs 2 usable cores and taskset (util-linux) to leave one outside the mask")
+    (tmp_path / "affinity.py").write_text(textwrap.dedent(AFFINITY))
+    completed = subprocess.run(["taskset", "-c", str(allowed[-1]), sys.executable, str(tmp_path / "affinity.py")],
+                               capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+                               env=dict(os.environ, PYTHONWARNINGS="ignore", PYTHONDONTWRITEBYTECODE="1"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result["main"] == [allowed[-1]]
+    assert not set(result["worker"]) <= set(result["main"]), result  # pinned outside the mask, no error
+    assert "silently moved onto a core outside it" in squashed(SCALING)

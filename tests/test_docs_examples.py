@@ -155,7 +155,7 @@ def kill_tree(process):
 
 def test_resumable_epoch_ddp_killed_mid_epoch_resumes_each_batch_once(tmp_path):
     command = [torchrun(), "--standalone", "--nproc_per_node", "2",
-               example("resumable_epoch.py"), str(tmp_path), "--epochs", "2"]
+               example("resumable_epoch.py"), str(tmp_path / "new-folder"), "--epochs", "2"]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=ENV)
     try:
@@ -185,7 +185,7 @@ def test_resumable_epoch_under_elastic_torchrun_restarts_and_resumes(tmp_path):
         # One worker: torchrun restarts it after its crash, and it resumes from the checkpoint.
         [torchrun, "--standalone", "--nproc_per_node", "1", "--max-restarts", "1",
          example("resumable_epoch.py"),
-         str(tmp_path), "--epochs", "2", "--crash-at-step", "4"],
+         str(tmp_path / "new-folder"), "--epochs", "2", "--crash-at-step", "4"],
         capture_output=True, text=True, timeout=TIMEOUT,
         env=ENV)
     assert process.returncode == 0, process.stderr[-3000:]

@@ -15,7 +15,7 @@ from test_docs_references import DOCS, prose, relative
 PACKAGES = (r"PyTorch|torch_geometric|torch-sparse|torch_sparse|torch-scatter|torch_scatter|torch-cluster|"
             r"pyg-lib|pyg_lib|torch|PyG|CUDA|cuDNN|NCCL|CPython|Python|glibc|cuGraph-PyG|cugraph-pyg|cuGraph|"
             r"GraphLearn-for-PyTorch|Kuzu|kuzu|WholeGraph|slurm-wlm|Slurm|SLURM|NumPy|numpy|Redis|redis")
-VERSION = re.compile(r"(?<![\w/.-])(%s)(?:\s*(?:==|>=|<=|<|>|~=)\s*|\s+v?)(\d+\.\d+(?:\.\d+)?)(?![\w.])" % PACKAGES)
+VERSION = re.compile(r"(?<![\w/.-])(%s)(?:\s*(?:==|>=|<=|<|>|~=)\s*|\s+v?)(\d+\.\d+(?:\.(?:\d+|x))?)(?![\w.])" % PACKAGES)
 DATE = re.compile(r"(?<![\w-])(20\d\d-[01]\d(?:-[0-3]\d)?)(?![\w-])")
 ALIASES = {"pytorch": "torch", "torch_geometric": "pyg", "cpython": "python", "slurm-wlm": "slurm",
            "cugraph-pyg": "cugraph-pyg"}

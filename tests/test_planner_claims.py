@@ -34,3 +34,18 @@ def test_autocast_does_not_halve_the_first_layers_gather_of_float32_x():
     assert gathered_bytes(SAGEConv(IN, OUT), autocast=True) == EDGES * IN * 4  # still float32 x rows
     halved = gathered_bytes(GCNConv(IN, OUT), autocast=True)  # the bf16 product of x @ W is gathered
     assert EDGES * OUT * 2 < halved <= (EDGES + NODES) * OUT * 2
+
+
+def test_attention_convs_gather_per_head_products_and_their_weights():
+    """The messages row for GATConv and TransformerConv: per edge (GAT: per edge after its self-loops), one
+    heads * F_out product gather (Transformer: three, query, key and value) plus attention-weight gathers of
+    heads floats each (GAT: four, Transformer: two)."""
+    import torch
+    from torch_geometric.nn import GATConv, TransformerConv
+    heads = 4
+    torch.manual_seed(0)  # the graph gathered_bytes builds
+    torch.randn(NODES, IN)
+    edge_index = torch.randint(0, NODES, (2, EDGES))
+    with_self_loops = int((edge_index[0] != edge_index[1]).sum()) + NODES  # GATConv replaces self-loops
+    assert gathered_bytes(GATConv(IN, OUT, heads=heads)) == with_self_loops * heads * (OUT + 4) * 4
+    assert gathered_bytes(TransformerConv(IN, OUT, heads=heads)) == EDGES * heads * (3 * OUT + 2) * 4

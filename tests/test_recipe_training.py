@@ -130,7 +130,7 @@ def spawn_run(neighbor_backend):
 
 @pytest.fixture(scope="module")
 def saved_graph(tmp_path_factory):
-    """A community graph saved as a Data file, written by the test (not by the script)."""
+    """A community graph saved as a Data file and as its to_dict(), written by the test (not by the script)."""
     import torch
     from torch_geometric.data import Data
 
@@ -148,9 +148,10 @@ def saved_graph(tmp_path_factory):
     train_mask = torch.zeros(num_nodes, dtype=torch.bool)
     train_mask[order[:181]] = True  # odd count: shards of 91 and 90
     data = Data(x=x, y=y, edge_index=edge_index, train_mask=train_mask, val_mask=~train_mask)
-    path = tmp_path_factory.mktemp("ddp_graph") / "graph.pt"
-    torch.save(data, path)
-    return path, sorted(order[:181].tolist())
+    folder = tmp_path_factory.mktemp("ddp_graph")
+    torch.save(data, folder / "graph.pt")
+    torch.save(data.to_dict(), folder / "graph.dict.pt")  # the form the references recommend saving
+    return folder, sorted(order[:181].tolist())
 
 
 def assert_trained(report, world_size=2):
@@ -244,8 +245,10 @@ def test_store_fed_batches_match_data_fed_batches(spawn_run):
         assert len(store_rank["first_epoch_batches"]) == store_rank["batches_per_epoch"][0]
 
 
-def test_torchrun_two_ranks_on_a_saved_data_file(neighbor_backend, saved_graph):
-    path, train_ids = saved_graph
+@pytest.mark.parametrize("saved", ["graph.pt", "graph.dict.pt"], ids=["Data", "to_dict"])
+def test_torchrun_two_ranks_on_a_saved_data_file(neighbor_backend, saved_graph, saved):
+    folder, train_ids = saved_graph
+    path = folder / saved
     args = ["--data", str(path), "--num-neighbors", "5,5", "--batch-size", "30", "--epochs", "3", "--lr", "0.03"]
     run = run_recipe([*args, "--report-details"], launcher="torchrun")
     assert run.returncode == 0, run.stderr[-3000:]

@@ -106,6 +106,7 @@ def main(argv=None):
     if distributed:
         dist.init_process_group('gloo')
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    os.makedirs(args.checkpoint_dir, exist_ok=True)  # every rank: any of them may save first
     path = os.path.join(args.checkpoint_dir, 'checkpoint.pt')
 
     data = make_data()

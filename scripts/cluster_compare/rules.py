@@ -73,6 +73,7 @@ def group(entries, values):
 MODULE_FILES = {"torch": ("torch", "file"), "torch_geometric": ("pyg", "file")}
 
 
+BUILD_TAG = re.compile(r"^[0-9][0-9.]*\+[a-z]+[0-9.]*$")  # torch's release+build (2.13.0+cpu), shell-safe
 PIN_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$")  # what may follow == in a printed pip line
 
 
@@ -141,6 +142,11 @@ def install_fix(name, reference, others, entries, reports, host_values):
                          % (label, name, quote(os.path.dirname(os.path.dirname(path))), quote(prefix)))
         elif name in wheels.EXTENSION_DIST:
             fixes.append(extension_fix(label, python, wheels.EXTENSION_DIST[name], value, host_values[label], model))
+        elif name == "torch" and definite(name, value) and BUILD_TAG.match(value):
+            # A local build tag (+cpu, +cu130) lives on PyTorch's index for that build, not on PyPI.
+            release, variant = value.split("+", 1)
+            fixes.append("on %s: %s" % (label, wheels.torch_install_command(
+                release, variant, python, model.get("install", "platform") or "linux-x86_64")))
         elif name in ("torch", "torch_geometric") and definite(name, value):
             fixes.append("on %s: %s -m pip install %s" % (label, python, quote("%s==%s" % (name, value))))
         else:
