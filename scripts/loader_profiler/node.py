@@ -123,14 +123,9 @@ class Coordinator(object):
             self.processes.append(process)
             self.connections.append(mine)
         self.say("loading the graph in %d rank process%s" % (self.ranks, "" if self.ranks == 1 else "es"))
-        self.reporter.begin("load the graph", max(self.deadline - time.time(), 0.1))
-        answers = self.collect(float("inf"), "load the graph")  # a slow load is not a hang: only the budget ends it
-        self.reporter.end()
+        # A slow load is not a hang: only the budget ends it.
+        answers = self.answers("load the graph", max(self.deadline - time.time(), 0.1), float("inf"), "ready")
         if answers is None:
-            return False
-        problems = [a for a in answers if a["status"] != "ready"]
-        if problems:
-            self.reporter.publish("input_problem", problems[0])
             return False
         first = answers[0]
         self.default_threads = first["default_threads"]
@@ -139,6 +134,20 @@ class Coordinator(object):
         self.reporter.publish("graph", dict(first["graph"], seeds=first["seeds"],
                                             batches_per_epoch=first["batches_per_epoch"]))
         return True
+
+    def answers(self, what, report_bound_s, until, status):
+        """Every rank's answer to a setup step announced as `what`, or None when one did not come (see
+        collect) or one is not `status` (the first such is published as the input problem)."""
+        self.reporter.begin(what, report_bound_s)
+        answers = self.collect(until, what)
+        self.reporter.end()
+        if answers is None:
+            return None
+        problems = [a for a in answers if a["status"] != status]
+        if problems:
+            self.reporter.publish("input_problem", problems[0])
+            return None
+        return answers
 
     def collect(self, bound, what, ranks=None):
         """Each asked rank's answer, or None after publishing why one did not come: it died, it took
@@ -239,16 +248,8 @@ class Coordinator(object):
         self.say("preparing the training step (%s)" % (self.options["spec"].get("loop") or {}).get("kind"))
         for connection in self.connections:
             connection.send({"command": "step"})
-        self.reporter.begin("prepare the training step", seconds + ANSWER_GRACE_S)
-        answers = self.collect(time.time() + seconds + ANSWER_GRACE_S, "prepare the training step")
-        self.reporter.end()
-        if answers is None:
-            return False
-        problems = [a for a in answers if a["status"] != "ok"]
-        if problems:
-            self.reporter.publish("input_problem", problems[0])
-            return False
-        return True
+        return self.answers("prepare the training step", seconds + ANSWER_GRACE_S,
+                            time.time() + seconds + ANSWER_GRACE_S, "ok") is not None
 
     def fallbacks(self, queue, failed, blocks):
         """Workers that failed where they fetch (a store client that cannot cross a fork, features too
