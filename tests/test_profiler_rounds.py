@@ -31,7 +31,8 @@ def settings(workers=0, threads=2, persistent=None):
 
 
 CONFIGS = {"current": settings(6, 2, persistent=False), "default": settings(0, 2),
-           "default-threads-1": settings(0, 1), "workers-1-threads-1": settings(1, 1)}
+           "default-threads-1": settings(0, 1), "workers-1-threads-1": settings(1, 1),
+           "workers-2-threads-1": settings(2, 1)}
 
 
 def replay(rates, others):
@@ -100,3 +101,96 @@ def test_fewer_threads_winning_in_rounds_that_were_all_busy_names_the_quiet_side
     assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
     decides = found["loader-load-decides"]
     assert decides["evidence"]["quiet"]["measured"] is False and "rerun when quiet" in decides["fix"]
+
+
+# Recorded on the 2-core test machine (maintainers/benchmark_profiler_grid.py's graph and step, epoch
+# steps/s per round): under two CPU hogs the two workers led one thread without workers by 1.9x and 1.5x,
+# then lost a round; quiet, that one thread alone was fastest. The user's settings (two threads) crawled.
+HOGS = {"current": [1.8, 1.2, 3.6], "default": [2.7, 5.1, 2.4], "default-threads-1": [21.2, 21.4, 27.1],
+        "workers-1-threads-1": [24.9, 19.5, 21.0], "workers-2-threads-1": [40.8, 31.9, 24.6]}
+
+
+def test_a_cheaper_setting_the_leader_did_not_beat_in_every_round_under_load_is_too_busy_to_tell():
+    found, advice = replay(HOGS, [1.5, 1.4, 1.5])
+    assert advice["verdict"] == "undecided" and advice["config"] == "current" and advice["speedup"] == 1.0
+    decided = advice["decided"]
+    assert decided["leader"] == "workers-2-threads-1" and decided["unsettled"] == ["default-threads-1"]
+    assert decided["against"]["default-threads-1"] == [0.52, 0.671, 1.102]  # the round the leader lost
+    busy = found["loader-too-busy-to-tell"]
+    assert "loader-faster-settings" not in found and "loader-default-is-best" not in found
+    assert "beat your settings in every round here" in busy["fix"] and "default-threads-1" in busy["fix"]
+    assert busy["evidence"]["decided"]["unsettled"] == ["default-threads-1"]
+
+
+def test_the_same_rounds_on_a_quiet_machine_follow_the_medians():
+    found, advice = replay(HOGS, [0.1, 0.2, 0.1])
+    assert advice["verdict"] == "faster" and advice["config"] == "workers-2-threads-1"
+    assert advice["settings"] == {"num_workers": 2, "persistent_workers": True}
+    assert "loader-faster-settings" in found and "loader-too-busy-to-tell" not in found
+
+
+def test_of_contenders_within_the_tie_the_cheapest_is_chosen_even_under_load():
+    found, advice = replay({"current": [1.0, 1.0, 1.0], "default-threads-1": [2.0, 2.2, 1.9],
+                            "workers-2-threads-1": [2.1, 2.1, 2.0]}, [1.5, 1.4, 1.5])
+    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    assert advice["decided"]["tied"] == ["default-threads-1", "workers-2-threads-1"]
+    assert advice["decided"]["unsettled"] == [] and "loader-faster-settings" in found
+
+
+def test_a_leader_that_beat_the_cheaper_ones_in_every_round_is_chosen_under_load_too():
+    found, advice = replay({"current": [1.0, 1.0, 1.0], "default-threads-1": [2.0, 2.2, 1.9],
+                            "workers-2-threads-1": [2.6, 2.5, 2.4]}, [1.5, 1.4, 1.5])
+    assert advice["verdict"] == "faster" and advice["config"] == "workers-2-threads-1"
+    assert advice["decided"]["contenders"] == ["workers-2-threads-1"]
+
+
+def blocks_of(rates):
+    return [{"config": name, "round": index, "epoch_steps_per_s": rate}
+            for name, per_round in rates.items() for index, rate in enumerate(per_round)]
+
+
+def test_the_race_drops_what_more_rounds_cannot_make_the_answer():
+    plan = package().plan
+    keep = {"current", "default"}
+    names = list(HOGS) + ["workers-2-threads-2"]
+    rates = dict(HOGS, **{"workers-2-threads-2": [1.0, 0.9, 1.1]})
+    one = blocks_of({name: per_round[:1] for name, per_round in rates.items()})
+    # After one round only what is far below that round's fastest (below 0.4 of it), and not the
+    # baseline or the default: every ratio is paired with them.
+    assert plan.raced_out(one, names, keep, 1) == {"workers-2-threads-2"}
+    # After two rounds: the baseline and the default too, far below in both. Two rounds that another
+    # configuration won are not yet enough to drop one: under load the third may go the other way.
+    two = blocks_of({name: per_round[:2] for name, per_round in rates.items()})
+    assert plan.raced_out(two, names, keep, 2) == {"current", "default", "workers-2-threads-2"}
+    # After three: one worker, which two workers beat in every round by 10% or more at the median; one
+    # thread without workers stays: it won the third round against the leader.
+    three = blocks_of(rates)
+    assert plan.raced_out(three, names, keep, 3) == {"current", "default", "workers-1-threads-1",
+                                                     "workers-2-threads-2"}
+
+
+def test_a_quiet_run_is_settled_once_the_choice_cannot_change_and_a_busy_one_never_early():
+    lp = package()
+    rates = {"current": [1.0, 1.0, 1.0], "default-threads-1": [2.0, 2.2, 1.9], "workers-2-threads-1": [2.6, 2.5, 2.4]}
+    for others, settled in (([0.1, 0.2, 0.1], True), ([1.5, 1.4, 1.5], False)):
+        blocks = [{"config": name, "round": index, "steps_per_s": rate, "epoch_steps_per_s": rate,
+                   "first_batch_s": 0.5, "steps": 20, "restarts": [], "wall_s": 1.0, "other_cpu_cores": others[index],
+                   "peak_rss_bytes": 300 << 20, "seeds_per_s": 1}
+                  for name, per_round in rates.items() for index, rate in enumerate(per_round)]
+        configs = [lp.plan.config_record(name, CONFIGS[name], blocks, "current", "default", 512.0) for name in rates]
+        assert lp.plan.settled(configs, blocks, "current") is settled
+
+
+def test_persistent_workers_pay_their_start_up_once_over_the_run_s_epochs():
+    plan = package().plan
+    persistent, fresh, none = settings(2, 1), settings(2, 1, persistent=False), settings(0, 1)
+    # 30 steps/s, an ordinary batch waits 10 ms; new workers take 0.21 s to the first batch.
+    block = {"steps_per_s": 30.0, "batch_wait_s": 0.01, "first_batch_s": 0.21, "restarts": []}
+    assert plan.epoch_rate(block, persistent, 12, epochs=2) == pytest.approx(12 / (0.4 + 0.2 / 2))
+    assert plan.epoch_rate(block, persistent, 12, epochs=100) == pytest.approx(12 / (0.4 + 0.2 / 100))
+    assert plan.epoch_rate(block, fresh, 12, epochs=2) == pytest.approx(12 / (0.4 + 0.2))  # every epoch
+    assert plan.epoch_rate(block, none, 12, epochs=2) == pytest.approx(30.0)  # no workers to start
+    # An epoch end crossed in the block: its first batch waited 60 ms, 50 more than an ordinary one.
+    crossed = dict(block, restarts=[0.06, 0.07, 0.05])
+    assert plan.epoch_rate(crossed, persistent, 12, epochs=2) == pytest.approx(12 / (0.4 + 0.05 + 0.2 / 2))
+    assert plan.epoch_rate(crossed, fresh, 12, epochs=2) == pytest.approx(12 / (0.4 + 0.05))

@@ -174,7 +174,7 @@ def recommendation(facts, options):
 PAIRED_EVIDENCE = ("config", "verdict", "baseline", "speedup", "speedup_range", "speedup_over_default",
                    "median_epoch_batches_per_s", "baseline_median_epoch_batches_per_s",
                    "default_median_epoch_batches_per_s", "epoch_s", "baseline_epoch_s", "rounds", "load",
-                   "fastest_measured")
+                   "fastest_measured", "decided", "epochs")
 
 
 def paired_recommendation(advice, options):
@@ -186,10 +186,13 @@ def paired_recommendation(advice, options):
     busy = (load.get("other_cpu_cores_median") or 0) >= plan.BUSY_CORES
     if advice["verdict"] == "undecided" and busy:
         budget = int(max(options.budget * 2, 60))
+        contenders = (advice.get("decided") or {}).get("contenders") or []
+        meanwhile = ("keep your settings until then" if not contenders else
+                     "%s beat your settings in every round here, but which of them is fastest the load decided"
+                     % " and ".join(contenders))
         return [finding("loader-too-busy-to-tell", evidence,
-                        fix="%s  # when the machine is quiet (other processes' CPU was %.1f cores here); "
-                            "keep your settings until then" % (rerun(options, "--budget", str(budget)),
-                                                               load["other_cpu_cores_median"]))]
+                        fix="%s  # when the machine is quiet (other processes' CPU was %.1f cores here); %s"
+                            % (rerun(options, "--budget", str(budget)), load["other_cpu_cores_median"], meanwhile))]
     return [finding("loader-default-is-best", evidence, fix=advice["code"])]
 
 
