@@ -155,10 +155,12 @@ def test_the_race_drops_what_more_rounds_cannot_make_the_answer():
     names = list(HOGS) + ["workers-2-threads-2"]
     rates = dict(HOGS, **{"workers-2-threads-2": [1.0, 0.9, 1.1]})
     one = blocks_of({name: per_round[:1] for name, per_round in rates.items()})
-    # After one round only what is far below that round's fastest (below 0.4 of it), and not the
-    # baseline or the default: every ratio is paired with them.
+    # After one round only what is far below that round's fastest (below 0.2 of it: one block under a
+    # burst of load can halve), and not the baseline or the default: every ratio is paired with them.
     assert plan.raced_out(one, names, keep, 1) == {"workers-2-threads-2"}
-    # After two rounds: the baseline and the default too, far below in both. Two rounds that another
+    halved = blocks_of({"default-threads-1": [10.0], "workers-2-threads-1": [40.8]})
+    assert plan.raced_out(halved, ["default-threads-1", "workers-2-threads-1"], keep, 1) == set()
+    # After two rounds: the baseline and the default too, below 0.4 in both. Two rounds that another
     # configuration won are not yet enough to drop one: under load the third may go the other way.
     two = blocks_of({name: per_round[:2] for name, per_round in rates.items()})
     assert plan.raced_out(two, names, keep, 2) == {"current", "default", "workers-2-threads-2"}

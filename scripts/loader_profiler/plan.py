@@ -154,14 +154,16 @@ MIN_BLOCK_S = 0.3    # a block shorter than this is mostly start-up
 BUSY_CORES = 0.5     # other processes' CPU (in cores) above which a block counts as measured under load
 MIN_GAIN = 0.03      # a paired win smaller than this is not worth a change of settings
 TIE_SHARE = 0.05     # a cheaper configuration this close to the fastest (paired medians) is as good
-DROP_SHARE = 0.4     # a configuration below this share of its round's fastest in every round is not measured again
-RACE_MARGIN = 0.10   # nor one that another beat in every round (at least MIN_ROUNDS) by this much at the median
+DROP_SHARE = 0.4     # a configuration below this share of its round's fastest in two rounds is not measured again,
+LONE_DROP_SHARE = 0.2  # nor after one round below this share (one block under a burst of load can halve)
+RACE_MARGIN = 0.10   # nor one that another beat in every round (at least TARGET_ROUNDS) by this much at the median
 DEFAULT_EPOCHS = 10  # epochs a training run gives persistent workers to pay back their start-up (--epochs)
 
 
 def raced_out(blocks, active, keep, rounds_done):
     """The configurations more rounds cannot make the answer, after `rounds_done` rounds: below
-    DROP_SHARE of their round's fastest in every round they ran, or (from TARGET_ROUNDS rounds on:
+    LONE_DROP_SHARE of their round's fastest in their one round, or DROP_SHARE in every round of
+    MIN_ROUNDS or more, or (from TARGET_ROUNDS rounds on:
     under load two rounds one way say little) slower than another active configuration in every round
     by RACE_MARGIN at the median. They cost the time the close ones need. Those in `keep` (the baseline
     and the default, whose blocks every ratio is paired with) leave only when far below in MIN_ROUNDS
@@ -172,7 +174,8 @@ def raced_out(blocks, active, keep, rounds_done):
     out = set()
     for name in active:
         mine = [b for b in blocks if b["config"] == name]
-        far = bool(mine) and all(b["epoch_steps_per_s"] < DROP_SHARE * fastest[b["round"]] for b in mine)
+        share = DROP_SHARE if len(mine) >= MIN_ROUNDS else LONE_DROP_SHARE
+        far = bool(mine) and all(b["epoch_steps_per_s"] < share * fastest[b["round"]] for b in mine)
         if far and (name not in keep or len(mine) >= MIN_ROUNDS):
             out.add(name)
         elif name not in keep and rounds_done >= TARGET_ROUNDS and any(
