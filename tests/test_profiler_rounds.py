@@ -196,3 +196,11 @@ def test_persistent_workers_pay_their_start_up_once_over_the_run_s_epochs():
     crossed = dict(block, restarts=[0.06, 0.07, 0.05])
     assert plan.epoch_rate(crossed, persistent, 12, epochs=2) == pytest.approx(12 / (0.4 + 0.05 + 0.2 / 2))
     assert plan.epoch_rate(crossed, fresh, 12, epochs=2) == pytest.approx(12 / (0.4 + 0.05))
+
+
+def test_one_quiet_round_is_not_a_quiet_side_the_load_still_decides():
+    found, advice = replay({"current": [1.0, 1.0, 1.0, 1.0], "default": [1.4, 1.5, 1.4, 3.0],
+                            "default-threads-1": [2.0, 2.1, 2.0, 3.1]}, [1.5, 1.7, 1.6, 0.1])
+    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    decides = found["loader-load-decides"]
+    assert decides["evidence"]["quiet"]["measured"] is False and decides["evidence"]["load"]["busy_blocks"] == 9

@@ -336,8 +336,12 @@ def loop_cost(config):
 
 
 def busy(blocks):
-    load = load_of(blocks)
-    return bool(load) and load["other_cpu_cores_median"] >= BUSY_CORES
+    return busy_load(load_of(blocks))
+
+
+def busy_load(load):
+    """True when other processes used BUSY_CORES or more over the run's blocks (median)."""
+    return bool(load) and (load.get("other_cpu_cores_median") or 0) >= BUSY_CORES
 
 
 def choose_paired(configs, blocks, baseline):

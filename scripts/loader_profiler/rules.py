@@ -183,8 +183,7 @@ def paired_recommendation(advice, options):
     if advice["verdict"] == "faster":
         return [finding("loader-faster-settings", evidence, fix=advice["code"])]
     load = advice.get("load") or {}
-    busy = (load.get("other_cpu_cores_median") or 0) >= plan.BUSY_CORES
-    if advice["verdict"] == "undecided" and busy:
+    if advice["verdict"] == "undecided" and plan.busy_load(load):
         budget = int(max(options.budget * 2, 60))
         contenders = (advice.get("decided") or {}).get("contenders") or []
         meanwhile = ("keep your settings until then" if not contenders else
@@ -198,7 +197,8 @@ def paired_recommendation(advice, options):
 
 def load_decides(facts, options):
     """The winner under load and the winner when quiet differ (both measured), or fewer threads won
-    under load only (the quiet side not measured): say so and give both settings."""
+    under load and the quiet side was not measured (fewer than MIN_ROUNDS rounds were quiet): say so
+    and give both settings."""
     advice = facts.get("recommendation") or {}
     if "verdict" not in advice:
         return []
@@ -207,7 +207,7 @@ def load_decides(facts, options):
     load = advice.get("load") or {}
     if by_load.get("busy") and by_load.get("quiet") and by_load["busy"] != by_load["quiet"]:
         busy, quiet, measured_quiet = configs[by_load["busy"]], configs[by_load["quiet"]], True
-    elif (advice["verdict"] == "faster" and load.get("blocks") and load["busy_blocks"] == load["blocks"]
+    elif (advice["verdict"] == "faster" and "quiet" not in by_load and plan.busy_load(load)
           and configs.get(advice["config"])):
         busy = configs[advice["config"]]
         more = [c for c in configs.values() if c.get("rounds") and c["settings"]["num_workers"] ==
