@@ -226,7 +226,7 @@ def load_decides(facts, options):
                           "env": env_of(quiet["settings"]), "measured": measured_quiet},
                 "load": load}
     how = ("measured in the quiet rounds" if measured_quiet else
-           "not measured: every round here was under load; rerun when quiet to confirm: %s" % rerun(options))
+           "not measured: fewer than two rounds here were quiet; rerun when quiet to confirm: %s" % rerun(options))
 
     def setting(config):
         kwargs = ", ".join("%s=%r" % item for item in kwargs_of(config["settings"]).items())
