@@ -204,3 +204,27 @@ def test_one_quiet_round_is_not_a_quiet_side_the_load_still_decides():
     assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
     decides = found["loader-load-decides"]
     assert decides["evidence"]["quiet"]["measured"] is False and decides["evidence"]["load"]["busy_blocks"] == 9
+
+
+def test_under_load_a_budget_that_left_settings_out_keeps_nothing_as_best():
+    # Only the user's settings and the default were measured: the rest did not fit the budget.
+    lp = package()
+    found, advice = replay({"current": [4.2, 4.0], "default": [1.6, 1.7]}, [1.0, 1.1])
+    assert advice["verdict"] == "baseline" and "loader-default-is-best" in found  # nothing was left out
+    blocks = [{"config": name, "round": index, "steps_per_s": rate, "epoch_steps_per_s": rate, "first_batch_s": 0.5,
+               "steps": 1, "restarts": [], "wall_s": 1.0, "other_cpu_cores": others, "peak_rss_bytes": 1 << 20,
+               "seeds_per_s": 1} for name, rates in (("current", [4.2, 4.0]), ("default", [1.6, 1.7]))
+              for index, (rate, others) in enumerate(zip(rates, [1.0, 1.1]))]
+    configs = [lp.plan.config_record(name, CONFIGS[name], blocks, "current", "default", 512.0)
+               for name in ("current", "default")]
+    configs.append({"name": "default-threads-1", "settings": CONFIGS["default-threads-1"], "status": "skipped"})
+    chosen, verdict, _, decided = lp.plan.choose_paired(configs, blocks, "current")
+    assert (chosen["name"], verdict, decided["skipped"]) == ("current", "undecided", ["default-threads-1"])
+
+
+def test_settings_that_fit_the_cores_are_planned_before_those_that_oversubscribe_them():
+    plan = package().plan
+    default = plan.default_settings(2)
+    names = [name for name, _ in plan.candidates(default, plan.current_settings({"num_workers": 2}, default), 2)]
+    assert names == ["current", "default", "default-threads-1", "workers-1-threads-1", "workers-2-threads-1",
+                     "workers-1-threads-2", "workers-2-threads-2"]

@@ -210,7 +210,7 @@ class Coordinator(object):
         self.reporter.publish("plan", {"baseline": baseline, "candidates": [name for name, _ in queue],
                                        "cores_per_rank": self.per_rank, "target_rounds": plan.TARGET_ROUNDS,
                                        "planned_rounds": plan.PLANNED_ROUNDS, "epochs": self.epochs})
-        blocks, failed, overhead, round_index, out = [], {}, 0.3, 0, set()
+        blocks, failed, overhead, round_index, out = [], {}, 0.15, 0, set()
         while self.stopped is None and round_index < plan.MAX_ROUNDS:
             active = [(name, settings) for name, settings in queue if name not in failed and name not in out]
             left = self.deadline - time.time()

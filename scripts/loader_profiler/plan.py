@@ -208,19 +208,25 @@ DEFAULT_EXTRA = {"worker_threads": 1}
 def candidates(default, current, per_rank_cores, max_workers=None):
     """(name, settings) in priority order, the baseline first: the user's settings where given, the
     default, then persistent workers 0, 1, 2 and the cores, each with the main process's torch threads
-    at 1, at the cores left to it and at all the cores (non-persistent variants need no block of their own: their epoch
-    is the persistent one's plus a start-up measured in every block)."""
+    at 1, at the cores left to it and at all the cores; those whose threads fit the cores the workers
+    leave come before those that oversubscribe them (a budget too short for all measures the first).
+    Non-persistent variants need no block of their own: their epoch is the persistent one's plus a
+    start-up measured in every block."""
     default = dict(default, worker_threads=1)
     chosen = []
     if current is not None:
         chosen.append(("current", dict(current, worker_threads=current.get("worker_threads") or 1)))
     chosen.append(("default", default))
     top = min(per_rank_cores, max_workers) if max_workers else per_rank_cores
+    grid = []
     for workers in sorted({0, 1, 2, top} & set(range(0, top + 1))):
         for threads in sorted({1, max(1, per_rank_cores - workers), per_rank_cores}, reverse=True):
             settings = dict(default, num_workers=workers, persistent_workers=bool(workers), torch_threads=threads)
             name = "workers-%d-threads-%d" % (workers, threads) if workers else "default-threads-%d" % threads
-            chosen.append((name, settings))
+            grid.append((name, settings))
+    fit = [(name, settings) for name, settings in grid
+           if settings["torch_threads"] <= max(1, per_rank_cores - settings["num_workers"])]
+    chosen += fit + [item for item in grid if item not in fit]
     unique = []
     for name, settings in chosen:
         if not any(same(settings, other) for _, other in unique):
@@ -363,6 +369,9 @@ def choose_paired(configs, blocks, baseline):
         best = max(ok.values(), key=lambda c: c["ratio_to_baseline"] or 0)
         if best is not base and (best["ratio_to_baseline"] or 0) > 1.0 + MIN_GAIN:
             return base, "undecided", base, {"leader": best["name"]}
+        skipped = [c["name"] for c in configs if c.get("status") in ("skipped", "out-of-time")]
+        if skipped and busy(blocks):  # under load, what the budget left out may be what wins
+            return base, "undecided", base, {"skipped": skipped, "busy": True}
         return base, "baseline", base, {}
     contenders = [c for c in winners if not any(
         other is not c and wins(blocks, other["name"], c["name"]) for other in winners)] or winners
