@@ -186,6 +186,12 @@ def grid_noise(grid):
     return round(rounds[first][1] / min(seconds[1] for seconds in rounds.values()), 3)
 
 
+def compact(document):
+    """The profiler's blocks, one line each: round, configuration, epoch steps/s, other processes' cores."""
+    return ["%d %s %.2f %s" % (b["round"] + 1, b["config"], b["epoch_steps_per_s"], b.get("other_cpu_cores"))
+            for b in document.get("blocks") or []]
+
+
 def main():
     with tempfile.TemporaryDirectory() as folder:
         write_project(folder)
@@ -210,7 +216,7 @@ def main():
               "measuring_over_grid": round(measuring_s / grid["wall_s"], 3),
               "recommended": chosen, "best": best, "recommended_over_best": ratio and round(ratio, 3),
               "verdict": advice.get("verdict"), "decided": advice.get("decided"), "load": advice.get("load"),
-              "ids": [f["id"] for f in document.get("findings", [])]}
+              "ids": [f["id"] for f in document.get("findings", [])], "blocks": compact(document)}
     busy_advice = busy.get("recommendation") or {}
     busy_ids = [f["id"] for f in busy.get("findings", [])]
     same = (busy_advice.get("settings"), busy_advice.get("env")) == (advice.get("settings"), advice.get("env"))
@@ -218,7 +224,8 @@ def main():
     result["busy"] = {"recommended": busy_advice.get("config"), "verdict": busy_advice.get("verdict"),
                       "decided": busy_advice.get("decided"), "same_as_quiet": same, "ids": busy_ids,
                       "load": busy_advice.get("load"), "honest": honest,
-                      "measuring_s": round(sum(b["wall_s"] for b in busy.get("blocks") or []), 1)}
+                      "measuring_s": round(sum(b["wall_s"] for b in busy.get("blocks") or []), 1),
+                      "blocks": compact(busy)}
     result["met"] = bool(ratio is not None and ratio <= 1.10 and measuring_s <= grid["wall_s"] / 3 and honest)
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
     return 0 if result["met"] else 1
