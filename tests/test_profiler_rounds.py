@@ -228,3 +228,14 @@ def test_settings_that_fit_the_cores_are_planned_before_those_that_oversubscribe
     names = [name for name, _ in plan.candidates(default, plan.current_settings({"num_workers": 2}, default), 2)]
     assert names == ["current", "default", "default-threads-1", "workers-1-threads-1", "workers-2-threads-1",
                      "workers-1-threads-2", "workers-2-threads-2"]
+
+
+def test_every_round_starts_with_the_baseline_and_alternates_the_others():
+    plan = package().plan
+    active = [("current", {}), ("default", {}), ("default-threads-1", {}), ("workers-1-threads-1", {})]
+    assert [n for n, _ in plan.round_order(active, "current", 0)] == \
+        ["current", "default", "default-threads-1", "workers-1-threads-1"]
+    assert [n for n, _ in plan.round_order(active, "current", 1)] == \
+        ["current", "workers-1-threads-1", "default-threads-1", "default"]
+    assert [n for n, _ in plan.round_order(active[1:], "current", 1)] == \
+        ["workers-1-threads-1", "default-threads-1", "default"]  # the baseline left the race

@@ -216,18 +216,22 @@ class Coordinator(object):
             left = self.deadline - time.time()
             seconds = plan.block_seconds(left, len(active) * (plan.PLANNED_ROUNDS - round_index), overhead)
             if seconds is None and round_index < plan.MIN_ROUNDS:  # a short budget: two rounds still pair
-                seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index), overhead)
-            if seconds is None and round_index == 0:  # shorter still: the first candidates only (the rest skipped)
-                fits = int(left // (plan.MIN_ROUNDS * (plan.MIN_BLOCK_S + overhead)))
+                # (the first round leaves half a round to spare: its blocks' overhead is still a guess)
+                spare = len(active) // 2 if round_index == 0 else 0
+                seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index) + spare, overhead)
+            if seconds is None and round_index < plan.MIN_ROUNDS:  # shorter still: fewer candidates
+                fits = int(left // ((plan.MIN_ROUNDS - round_index) * (plan.MIN_BLOCK_S + overhead)))
                 if fits >= 2:
-                    out |= {name for name, _ in active[fits:]}  # published as skipped: budget-short names them
-                    active = active[:fits]
+                    kept = self.first_to_keep(active, blocks, baseline, fits, round_index)
+                    # Not measured, or measured once (no pair): budget-short names the ones never measured.
+                    out |= {name for name, _ in active if name not in kept}
+                    active = [(name, settings) for name, settings in active if name in kept]
                     seconds = plan.MIN_BLOCK_S
             if seconds is None or not active:
                 break
             seconds = min(seconds, plan.MAX_BLOCK_S)
             spent = []
-            for name, settings in (active if round_index % 2 == 0 else active[::-1]):
+            for name, settings in plan.round_order(active, baseline, round_index):
                 if self.deadline - time.time() < seconds + overhead:
                     break
                 started = time.time()
@@ -298,6 +302,17 @@ class Coordinator(object):
                      round=round_index)
         self.reporter.append("blocks", block)
         return block
+
+    @staticmethod
+    def first_to_keep(active, blocks, baseline, fits, round_index):
+        """The `fits` candidates a short budget keeps: in the first round the first planned (the
+        baseline first), in the second the baseline and those fastest in the first."""
+        names = [name for name, _ in active]
+        if round_index == 0:
+            return set(names[:fits])
+        rate = {b["config"]: b["epoch_steps_per_s"] for b in blocks if b["round"] == round_index - 1}
+        others = sorted((n for n in names if n != baseline and n in rate), key=rate.get, reverse=True)
+        return {baseline} | set(others[:fits - 1]) if baseline in names else set(others[:fits])
 
     def records(self, queue, blocks, failed, baseline):
         """Every planned configuration's record: measured over its rounds, failed, or not measured."""

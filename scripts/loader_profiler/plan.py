@@ -234,6 +234,15 @@ def candidates(default, current, per_rank_cores, max_workers=None):
     return unique
 
 
+def round_order(active, baseline, round_index):
+    """The order of a round's blocks: the baseline first (a round the budget cuts short still pairs
+    with it), then the others forward in even rounds and reversed in odd ones, so that a drift within
+    rounds favours none of them."""
+    others = [item for item in active if item[0] != baseline]
+    first = [item for item in active if item[0] == baseline]
+    return first + (others if round_index % 2 == 0 else others[::-1])
+
+
 def block_seconds(seconds_left, blocks_left, round_overhead_s=0.0):
     """An equal share of what is left among the blocks still planned, less each block's measured
     overhead (start-up, ending workers); None when not even MIN_BLOCK_S is left per block."""
