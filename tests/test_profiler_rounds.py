@@ -35,8 +35,9 @@ CONFIGS = {"current": settings(6, 2, persistent=False), "default": settings(0, 2
            "workers-2-threads-1": settings(2, 1)}
 
 
-def replay(rates, others):
-    """rates: {config: [epoch steps/s per round]}, others: [other processes' cores per round]."""
+def recorded(rates, others):
+    """Blocks as the coordinator publishes them, and the configurations' records over them.
+    rates: {config: [epoch steps/s per round]}, others: [other processes' cores per round]."""
     lp = package()
     blocks = []
     for name, per_round in rates.items():
@@ -44,7 +45,13 @@ def replay(rates, others):
             blocks.append({"config": name, "round": round_index, "steps_per_s": rate, "epoch_steps_per_s": rate,
                            "first_batch_s": 0.5, "steps": 20, "restarts": [], "wall_s": 1.0,
                            "other_cpu_cores": others[round_index], "peak_rss_bytes": 300 << 20, "seeds_per_s": 1})
-    configs = [lp.plan.config_record(name, CONFIGS[name], blocks, "current", "default", 512.0) for name in rates]
+    return blocks, [lp.plan.config_record(name, CONFIGS[name], blocks, "current", "default", 512.0) for name in rates]
+
+
+def replay(rates, others):
+    """The recommendation and the findings after rounds of these rates (see recorded)."""
+    lp = package()
+    blocks, configs = recorded(rates, others)
     facts = {"configs": configs, "blocks": blocks, "plan": {"baseline": "current"},
              "graph": {"batches_per_epoch": 100, "feature_bytes": 1, "num_edges": 1}}
     facts["recommendation"] = lp.advice.recommendation(configs, dict(Options.spec), 1, blocks, "current")
@@ -172,15 +179,11 @@ def test_the_race_drops_what_more_rounds_cannot_make_the_answer():
 
 
 def test_a_quiet_run_is_settled_once_the_choice_cannot_change_and_a_busy_one_never_early():
-    lp = package()
+    plan = package().plan
     rates = {"current": [1.0, 1.0, 1.0], "default-threads-1": [2.0, 2.2, 1.9], "workers-2-threads-1": [2.6, 2.5, 2.4]}
     for others, settled in (([0.1, 0.2, 0.1], True), ([1.5, 1.4, 1.5], False)):
-        blocks = [{"config": name, "round": index, "steps_per_s": rate, "epoch_steps_per_s": rate,
-                   "first_batch_s": 0.5, "steps": 20, "restarts": [], "wall_s": 1.0, "other_cpu_cores": others[index],
-                   "peak_rss_bytes": 300 << 20, "seeds_per_s": 1}
-                  for name, per_round in rates.items() for index, rate in enumerate(per_round)]
-        configs = [lp.plan.config_record(name, CONFIGS[name], blocks, "current", "default", 512.0) for name in rates]
-        assert lp.plan.settled(configs, blocks, "current") is settled
+        blocks, configs = recorded(rates, others)
+        assert plan.settled(configs, blocks, "current") is settled
 
 
 def test_persistent_workers_pay_their_start_up_once_over_the_run_s_epochs():
@@ -208,17 +211,12 @@ def test_one_quiet_round_is_not_a_quiet_side_the_load_still_decides():
 
 def test_under_load_a_budget_that_left_settings_out_keeps_nothing_as_best():
     # Only the user's settings and the default were measured: the rest did not fit the budget.
-    lp = package()
-    found, advice = replay({"current": [4.2, 4.0], "default": [1.6, 1.7]}, [1.0, 1.1])
+    rates = {"current": [4.2, 4.0], "default": [1.6, 1.7]}
+    found, advice = replay(rates, [1.0, 1.1])
     assert advice["verdict"] == "baseline" and "loader-default-is-best" in found  # nothing was left out
-    blocks = [{"config": name, "round": index, "steps_per_s": rate, "epoch_steps_per_s": rate, "first_batch_s": 0.5,
-               "steps": 1, "restarts": [], "wall_s": 1.0, "other_cpu_cores": others, "peak_rss_bytes": 1 << 20,
-               "seeds_per_s": 1} for name, rates in (("current", [4.2, 4.0]), ("default", [1.6, 1.7]))
-              for index, (rate, others) in enumerate(zip(rates, [1.0, 1.1]))]
-    configs = [lp.plan.config_record(name, CONFIGS[name], blocks, "current", "default", 512.0)
-               for name in ("current", "default")]
+    blocks, configs = recorded(rates, [1.0, 1.1])
     configs.append({"name": "default-threads-1", "settings": CONFIGS["default-threads-1"], "status": "skipped"})
-    chosen, verdict, _, decided = lp.plan.choose_paired(configs, blocks, "current")
+    chosen, verdict, _, decided = package().plan.choose_paired(configs, blocks, "current")
     assert (chosen["name"], verdict, decided["skipped"]) == ("current", "undecided", ["default-threads-1"])
 
 
