@@ -156,7 +156,7 @@ MIN_GAIN = 0.03      # a paired win smaller than this is not worth a change of s
 TIE_SHARE = 0.05     # a cheaper configuration this close to the fastest (paired medians) is as good
 DROP_SHARE = 0.4     # a configuration below this share of its round's fastest in two rounds is not measured again,
 LONE_DROP_SHARE = 0.2  # nor after one round below this share (one block under a burst of load can halve)
-RACE_MARGIN = 0.10   # nor one that another beat in every round (at least TARGET_ROUNDS) by this much at the median
+RACE_MARGIN = 0.10   # nor one another outran (in TARGET_ROUNDS rounds or more) by this much at the median
 DEFAULT_EPOCHS = 10  # epochs a training run gives persistent workers to pay back their start-up (--epochs)
 
 
@@ -164,8 +164,8 @@ def raced_out(blocks, active, keep, rounds_done):
     """The configurations more rounds cannot make the answer, after `rounds_done` rounds: below
     LONE_DROP_SHARE of their round's fastest in their one round, or DROP_SHARE in every round of
     MIN_ROUNDS or more, or (from TARGET_ROUNDS rounds on:
-    under load two rounds one way say little) slower than another active configuration in every round
-    by RACE_MARGIN at the median. They cost the time the close ones need. Those in `keep` (the baseline
+    under load two rounds one way say little) outran by another active configuration by RACE_MARGIN
+    at the median. They cost the time the close ones need. Those in `keep` (the baseline
     and the default, whose blocks every ratio is paired with) leave only when far below in MIN_ROUNDS
     rounds or more."""
     fastest = {}
@@ -179,8 +179,7 @@ def raced_out(blocks, active, keep, rounds_done):
         if far and (name not in keep or len(mine) >= MIN_ROUNDS):
             out.add(name)
         elif name not in keep and rounds_done >= TARGET_ROUNDS and any(
-                len(paired(blocks, other, name)) >= TARGET_ROUNDS and wins(blocks, other, name, RACE_MARGIN)
-                for other in active if other != name):
+                outran(blocks, other, name, RACE_MARGIN, TARGET_ROUNDS) for other in active if other != name):
             out.add(name)
     return out
 
@@ -337,6 +336,15 @@ def wins(blocks, config, base, margin=MIN_GAIN):
     return len(ratios) >= MIN_ROUNDS and min(ratios) > 1.0 and statistics.median(ratios) > 1.0 + margin
 
 
+def outran(blocks, config, other, margin=MIN_GAIN, rounds=MIN_ROUNDS):
+    """True when config left other behind: in at least `rounds` shared rounds other never beat it by
+    more than MIN_GAIN (a round it won by less is the loop's own noise), and config led by `margin` at
+    the median. How one setting among those that beat the baseline is ruled out."""
+    ratios = paired(blocks, config, other)
+    return (len(ratios) >= rounds and min(ratios) > 1.0 - MIN_GAIN
+            and statistics.median(ratios) > 1.0 + margin)
+
+
 def paired_median(blocks, config, base):
     """The median of config's paired ratios over base (1.0 where they share no round)."""
     ratios = paired(blocks, config, base)
@@ -363,11 +371,12 @@ def choose_paired(configs, blocks, baseline):
     """-> (chosen record, verdict, baseline record, how it was decided).
 
     The winners beat the baseline in every round. Of them, the contenders are those no other winner
-    beat in every round; the leader is the contender with the best worst median against the others;
-    the choice is the cheapest contender within TIE_SHARE of the leader at the median. A cheaper
-    contender the leader did not beat in every round but leads by more than TIE_SHARE at the median
-    is unsettled: on a quiet machine the medians decide (the leader's group), under load the rounds'
-    disagreement may be the load's doing, so nothing is presented as faster ("undecided").
+    outran (see outran; under load over TARGET_ROUNDS rounds at least: two rounds one way say little
+    there); the leader is the contender with the best worst median against the others; the choice is
+    the cheapest contender within TIE_SHARE of the leader at the median. A contender outside that tie
+    is unsettled: the rounds disagree about it by more than the difference. On a quiet machine the
+    medians decide (the leader's group); under load the disagreement may be the load's doing (more
+    processes win CPU share, fewer threads wait less), so nothing is presented as faster ("undecided").
     verdict: "faster", "baseline" (nothing beat it and nothing looked faster), or "undecided"."""
     ok = {c["name"]: c for c in measured(configs) if c.get("rounds")}
     base = ok.get(baseline)
@@ -382,8 +391,10 @@ def choose_paired(configs, blocks, baseline):
         if skipped and busy(blocks):  # under load, what the budget left out may be what wins
             return base, "undecided", base, {"skipped": skipped, "busy": True}
         return base, "baseline", base, {}
+    loaded = busy(blocks)
+    rounds = TARGET_ROUNDS if loaded else MIN_ROUNDS
     contenders = [c for c in winners if not any(
-        other is not c and wins(blocks, other["name"], c["name"]) for other in winners)] or winners
+        other is not c and outran(blocks, other["name"], c["name"], rounds=rounds) for other in winners)] or winners
 
     def worst_median(config):
         return min([paired_median(blocks, config["name"], other["name"]) for other in contenders
@@ -392,11 +403,10 @@ def choose_paired(configs, blocks, baseline):
     tied = [c for c in contenders if c is leader
             or paired_median(blocks, leader["name"], c["name"]) <= 1.0 + TIE_SHARE]
     chosen = min(tied, key=loop_cost)
-    unsettled = [c for c in contenders if c not in tied and loop_cost(c) < loop_cost(chosen)]
+    unsettled = [c for c in contenders if c not in tied]
     detail = {"leader": leader["name"], "contenders": [c["name"] for c in contenders],
-              "tied": [c["name"] for c in tied], "unsettled": [c["name"] for c in unsettled],
-              "busy": busy(blocks)}
-    if unsettled and detail["busy"]:
+              "tied": [c["name"] for c in tied], "unsettled": [c["name"] for c in unsettled], "busy": loaded}
+    if unsettled and loaded:
         return base, "undecided", base, detail
     return chosen, "faster", base, detail
 

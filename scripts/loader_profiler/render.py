@@ -76,12 +76,12 @@ def contest(advice):
     against = decided.get("against") or {}
     ratios = "; ".join("%s %s" % (cell(name), "/".join("%.2f" % r for r in against[name]))
                        for name in decided["contenders"] if name in against)
-    lines = ["contenders (beat %s in every round, not beaten in every round by another): %s; leader %s%s" % (
+    lines = ["contenders (beat %s in every round, not left behind by another): %s; leader %s%s" % (
         cell(advice["baseline"]), ", ".join(cell(n) for n in decided["contenders"]), cell(decided.get("leader")),
         " (round by round over it: %s)" % ratios if ratios else ""), ""]
     if decided.get("unsettled") and advice["verdict"] == "undecided":
-        lines.append("under load the leader did not beat the cheaper %s in every round: which is faster on a "
-                     "quiet machine is not measured" % ", ".join(cell(n) for n in decided["unsettled"]))
+        lines.append("under load the leader did not leave %s behind: which is faster on a quiet machine is "
+                     "not measured" % ", ".join(cell(n) for n in decided["unsettled"]))
     elif advice["verdict"] == "faster":
         lines.append("chosen: the cheapest within 5%% of the leader at the median (%s); persistent workers' "
                      "start-up counted once over %s epochs (--epochs)" % (
