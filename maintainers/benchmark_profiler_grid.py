@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The profiler's recommendation against a full grid, in the user's own loop: a benchmark, not a test.
 
-A small real PyG graph and a real SAGE step (given to the profiler with --step), the user's settings as
---current. The grid (workers 0/1/2/cores, persistent or not, torch threads 1..cores) is measured apart
-from the profiler, whole epochs of `for batch in loader: step(batch)` with start-up included (2 epochs a
-loader, which the profiler is told with --epochs 2), rounds alternating in order; then the profiler runs
-with a third of the grid's wall time as its --budget, plus what it spends before it can measure (its
-import of torch and PyG, timed just before, and a fixed 2 s of breakdown and reserves).
+A small real PyG graph (12,000 nodes, 120,000 edges, 24 batches of 512 an epoch) and a real SAGE step
+(given to the profiler with --step), the user's settings as --current. The grid (workers 0/1/2/cores,
+persistent or not, torch threads 1..cores) is measured apart from the profiler, whole epochs of
+`for batch in loader: step(batch)` with start-up included (2 epochs a loader, which the profiler is told
+with --epochs 2), rounds alternating in order; then the profiler runs with a third of the grid's wall
+time as its --budget, plus what it spends before it can measure (its import of torch and PyG, timed just
+before, and a fixed 2 s of breakdown and reserves).
 Then the profiler runs again under two CPU hogs: its answer must be the same setting, or
 loader-too-busy-to-tell with nothing presented as faster.
 Prints one JSON document: each configuration's epoch seconds, the recommended and the best, their ratio,
@@ -14,7 +15,7 @@ the profiler's measuring time against the grid's, and the busy run's answer. Exi
 recommendation is more than 10% slower than the grid's best, the profiler measured for more than a third
 of the grid's time, or the busy run presented another setting as faster.
 
-    ~/.venvs/scalable-distributed/bin/python maintainers/benchmark_profiler_grid.py   # a few minutes on 2 cores
+    ~/.venvs/scalable-distributed/bin/python maintainers/benchmark_profiler_grid.py   # 1-8 minutes on 2 cores
 """
 
 import json
@@ -26,7 +27,10 @@ import textwrap
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILER = os.path.join(REPO, "scripts", "profile_loader.py")
-NODES, EDGES, FEATURES, BATCH = 6000, 60000, 32, 512  # 12 batches an epoch
+# 24 batches an epoch. Half this graph (12 batches) was tried: on a quiet 2-core machine its grid took 15 s,
+# a third of which is less than pairing six settings twice takes, and its epochs were so short that the
+# workers' start-up and epoch ends ate most of what they gain (the settings came within the grid's noise).
+NODES, EDGES, FEATURES, BATCH = 12000, 120000, 32, 512
 CURRENT = "num_workers=2,persistent_workers=False"
 EPOCHS = 2  # epochs the grid's loop runs with each loader (the profiler is told: --epochs)
 # Of the profiler's budget, what it spends before and after its measuring that the grid's wall time leaves
