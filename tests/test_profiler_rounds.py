@@ -256,6 +256,19 @@ def test_two_rounds_under_load_do_not_rule_out_the_settings_that_beat_yours():
     found, advice = replay(rates, [1.1, 1.0])
     assert advice["verdict"] == "undecided" and "loader-too-busy-to-tell" in found
     assert "loader-faster-settings" not in found
-    assert advice["decided"]["unsettled"] == ["workers-1-threads-1", "workers-2-threads-1"]
+    # The leader too: under load, fewer than 3 rounds rule nothing out.
+    assert set(advice["decided"]["unsettled"]) == {"default-threads-1", "workers-1-threads-1", "workers-2-threads-1"}
     found, advice = replay(rates, [0.1, 0.0])  # the same two rounds on a quiet machine decide
     assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+
+
+def test_under_load_a_setting_the_budget_left_out_of_later_rounds_is_not_ruled_out():
+    # Recorded under two CPU hogs: the budget fitted one round of everything and, of the second, the
+    # baseline and the fastest of the first; one worker alone had two rounds, so it alone beat the baseline
+    # "in every round", while one thread without workers and two workers had kept up in the first.
+    rates = {"current": [1.58, 7.48], "default": [1.57], "default-threads-1": [30.41],
+             "workers-1-threads-1": [31.61, 29.77], "workers-2-threads-1": [26.28]}
+    found, advice = replay(rates, [1.0, 1.05])
+    assert advice["verdict"] == "undecided" and "loader-faster-settings" not in found
+    assert set(advice["decided"]["unsettled"]) == {"workers-1-threads-1", "default-threads-1", "workers-2-threads-1"}
+    assert "loader-too-busy-to-tell" in found

@@ -403,12 +403,29 @@ def choose_paired(configs, blocks, baseline):
     tied = [c for c in contenders if c is leader
             or paired_median(blocks, leader["name"], c["name"]) <= 1.0 + TIE_SHARE]
     chosen = min(tied, key=loop_cost)
-    unsettled = [c for c in contenders if c not in tied]
+    unsettled = [c["name"] for c in contenders if c not in tied]
+    if loaded:  # and settings that kept up in some round but got fewer rounds than that takes under load
+        unsettled += [name for name in short_of_rounds(ok, blocks, base) if name not in unsettled]
     detail = {"leader": leader["name"], "contenders": [c["name"] for c in contenders],
-              "tied": [c["name"] for c in tied], "unsettled": [c["name"] for c in unsettled], "busy": loaded}
+              "tied": [c["name"] for c in tied], "unsettled": unsettled, "busy": loaded}
     if unsettled and loaded:
         return base, "undecided", base, detail
     return chosen, "faster", base, detail
+
+
+def short_of_rounds(measured_by_name, blocks, base):
+    """The settings (not the baseline) that came within DROP_SHARE of their round's fastest in some round
+    but were measured in fewer than TARGET_ROUNDS rounds: the budget, not the race, left them out."""
+    fastest = {}
+    for block in blocks:
+        fastest[block["round"]] = max(fastest.get(block["round"], 0.0), block["epoch_steps_per_s"])
+    short = []
+    for name, config in measured_by_name.items():
+        mine = [b for b in blocks if b["config"] == name]
+        if config is not base and len(mine) < TARGET_ROUNDS and any(
+                b["epoch_steps_per_s"] >= DROP_SHARE * fastest[b["round"]] for b in mine):
+            short.append(name)
+    return short
 
 
 def settled(configs, blocks, baseline):
