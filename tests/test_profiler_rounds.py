@@ -272,3 +272,18 @@ def test_under_load_a_setting_the_budget_left_out_of_later_rounds_is_not_ruled_o
     assert advice["verdict"] == "undecided" and "loader-faster-settings" not in found
     assert set(advice["decided"]["unsettled"]) == {"workers-1-threads-1", "default-threads-1", "workers-2-threads-1"}
     assert "loader-too-busy-to-tell" in found
+
+
+def test_of_five_rounds_under_load_one_may_go_the_other_way():
+    # Recorded with another suite running beside it: one thread without workers led both worker
+    # settings by 25-50% in rounds 2-5; in round 1 a burst of load fell on its block.
+    rates = {"current": [10.64, 1.56, 3.44, 2.60, 1.59], "default-threads-1": [19.68, 35.08, 34.38, 36.10, 36.22],
+             "workers-1-threads-1": [22.48, 28.32, 25.23, 27.04, 28.40],
+             "workers-2-threads-1": [24.87, 25.59, 25.31, 24.23, 23.34]}
+    found, advice = replay(rates, [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    assert advice["decided"]["contenders"] == ["default-threads-1"]
+    # Two such rounds of five are not a burst: the rounds disagree.
+    rates["default-threads-1"][2] = 20.0
+    found, advice = replay(rates, [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert advice["verdict"] == "undecided" and "loader-too-busy-to-tell" in found
