@@ -54,11 +54,11 @@ how it measures on a busy machine:
 what it recommends:
   a configuration only when it beats your settings (or the default) in every
   round; of those that no other left behind (by 3% at the median, losing no
-  round by over 3%, one in five aside), the cheapest within 5% of the leader. When the rounds disagree on a busy
-  machine (another such setting the leader did not leave behind, or fewer than
-  3 rounds), it says it could not tell (loader-too-busy-to-tell) and what to
-  run when it is quiet; when fewer threads win only under load, it gives both
-  settings (loader-load-decides).
+  round by over 3%, one in five aside), the cheapest within 5% of the leader.
+  When the rounds disagree on a busy machine (another such setting the leader
+  did not leave behind, or fewer than 3 rounds), it says it could not tell
+  (loader-too-busy-to-tell) and what to run when it is quiet; when fewer
+  threads win only under load, it gives both settings (loader-load-decides).
 
 what it guarantees:
   One JSON document on stdout (or markdown with --format markdown), progress on
