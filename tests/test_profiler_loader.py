@@ -237,31 +237,31 @@ def test_interpreter_without_torch_is_refused(quick_runs):
     assert "-m pip install torch torch_geometric" in found["fix"]
 
 
-@pytest.mark.finding("loader-no-sampler-backend")
-def test_without_a_sampling_backend_nothing_is_measured_and_the_checker_is_named(quick_runs):
-    result = quick_runs["no-sampler"]
+def unmeasured(result, finding_id):
+    """The one finding of a run that measured nothing (exit 1, the gate "measured" failed)."""
     assert result.returncode == 1
     assert result.json["gates"]["measured"]["passed"] is False
-    found = result.only("loader-no-sampler-backend")
+    return result.only(finding_id)
+
+
+@pytest.mark.finding("loader-no-sampler-backend")
+def test_without_a_sampling_backend_nothing_is_measured_and_the_checker_is_named(quick_runs):
+    found = unmeasured(quick_runs["no-sampler"], "loader-no-sampler-backend")
     assert "check_sampling_backends.py --require-neighbor-backend" in found["fix"]
-    assert result.json["graph"]["num_nodes"] == 2000  # the graph was still loaded: input problems come first
+    # The graph was still loaded: input problems come first.
+    assert quick_runs["no-sampler"].json["graph"]["num_nodes"] == 2000
 
 
 @pytest.mark.finding("loader-budget-short")
 def test_a_budget_too_small_to_start_still_gives_json_within_it(quick_runs):
-    result = quick_runs["tiny-budget"]
-    assert result.returncode == 1
-    assert result.json["gates"]["measured"]["passed"] is False
-    found = result.only("loader-budget-short")
+    found = unmeasured(quick_runs["tiny-budget"], "loader-budget-short")
     assert found["evidence"]["cut_at_deadline"] is True
     assert found["fix"].endswith("--budget 30")
 
 
 @pytest.mark.finding("loader-data-unsafe-pickle")
 def test_a_file_that_needs_pickle_is_refused_without_running_it(quick_runs, inputs):
-    result = quick_runs["payload"]
-    assert result.returncode == 1
-    found = result.only("loader-data-unsafe-pickle")
+    found = unmeasured(quick_runs["payload"], "loader-data-unsafe-pickle")
     assert "weights_only" in found["evidence"]["error"]
     # The fix re-saves from the script that made the file; it never loads the refused file.
     assert "weights_only=False" not in found["fix"] and "to_dict()" in found["fix"]
@@ -270,16 +270,13 @@ def test_a_file_that_needs_pickle_is_refused_without_running_it(quick_runs, inpu
 
 @pytest.mark.finding("loader-data-load-failed")
 def test_a_file_that_is_not_a_graph_is_reported(quick_runs):
-    result = quick_runs["weights"]
-    assert result.returncode == 1
-    assert "not a Data or HeteroData" in result.only("loader-data-load-failed")["evidence"]["error"]
+    found = unmeasured(quick_runs["weights"], "loader-data-load-failed")
+    assert "not a Data or HeteroData" in found["evidence"]["error"]
 
 
 @pytest.mark.finding("loader-store-failed")
 def test_a_store_factory_that_raises_is_reported(quick_runs):
-    result = quick_runs["broken-store"]
-    assert result.returncode == 1
-    found = result.only("loader-store-failed")
+    found = unmeasured(quick_runs["broken-store"], "loader-store-failed")
     assert "refused the connection" in found["evidence"]["error"]
     # The fix hands the pair to the store checker; it does not import the module itself.
     assert "check_store_contract.py" in found["fix"] and "import " not in found["fix"]
@@ -287,9 +284,7 @@ def test_a_store_factory_that_raises_is_reported(quick_runs):
 
 @pytest.mark.finding("loader-setup-failed")
 def test_seeds_from_a_missing_attribute_are_reported(quick_runs):
-    result = quick_runs["no-such-seeds"]
-    assert result.returncode == 1
-    found = result.only("loader-setup-failed")
+    found = unmeasured(quick_runs["no-such-seeds"], "loader-setup-failed")
     assert "train_mask" in found["evidence"]["attributes"]
     assert "--input-nodes NAME" in found["fix"]
 

@@ -1,7 +1,8 @@
 """The profiler measures the training loop: a real PyG graph, a real model step given with --step, the
-user's settings as --current; a step that raises is reported once. How good its recommendation is (against
-a full grid of settings, and again under two CPU hogs) is timing, so it is a benchmark, not a test:
-maintainers/benchmark_profiler_grid.py (the graph and the loop here are its own)."""
+user's settings as --current; a real run keeps its JSON contract, a step that raises is reported once.
+How good its recommendation is (against a full grid of settings, and again under two CPU hogs) is timing,
+so it is a benchmark, not a test: maintainers/benchmark_profiler_grid.py (the graph and the loop here are
+its own); its decisions are replayed on recorded rounds in tests/test_profiler_rounds.py."""
 
 import os
 import subprocess
@@ -36,12 +37,50 @@ def project(tmp_path_factory, sampling):
     return folder
 
 
-def profile(folder, budget, env=None, step="train:step"):
+def profile(folder, budget, env=None, step="train:step", extra=()):
     env = clean_env(dict(env or {}, PYTHONDONTWRITEBYTECODE="1"))
     env.pop("OMP_NUM_THREADS", None)
     return invoke_tool("profile_loader.py", "--data", folder / "graph.pt", "--num-neighbors", "10,5", "--batch-size",
-                       str(BATCH), "--step", step, "--current", CURRENT, "--budget", str(budget),
+                       str(BATCH), "--step", step, "--current", CURRENT, "--budget", str(budget), *extra,
                        env=env, cwd=folder, timeout=budget * 4 + 60)
+
+
+def test_a_real_loop_run_keeps_the_json_contract(project):
+    """Its shape, not its speed: what the rounds, the race and the choice publish on a real run."""
+    result = profile(project, 20, extra=("--epochs", "2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = result.json
+    assert document["gates"]["measured"]["passed"] is True
+    plan = document["plan"]
+    assert plan["baseline"] == "current" and plan["epochs"] == 2 and plan["candidates"][:2] == ["current", "default"]
+    blocks = document["blocks"]
+    rounds = sorted({b["round"] for b in blocks})
+    assert rounds == list(range(len(rounds))) and len(rounds) >= 2
+    for block in blocks:
+        assert block["epoch_steps_per_s"] > 0 and block["steps"] >= 1 and block["batch_wait_s"] >= 0
+        assert block["first_batch_s"] > 0 and block["wall_s"] > 0
+    for index in rounds:  # each configuration once a round, and one that left the race never returns
+        names = [b["config"] for b in blocks if b["round"] == index]
+        assert len(names) == len(set(names))
+        later = {b["config"] for b in blocks if b["round"] > index}
+        assert later <= set(names) or index == 0
+    measured = {c["name"]: c for c in document["configs"] if c["status"] == "ok"}
+    assert {"current", "default"} <= set(measured)
+    for config in measured.values():
+        assert config["rounds"] == len([b for b in blocks if b["config"] == config["name"]])
+        low, high = config["epoch_batches_per_s_range"]
+        assert low <= config["epoch_batches_per_s"] <= high
+    advice = document["recommendation"]
+    assert advice["baseline"] == "current" and advice["epochs"] == 2
+    assert advice["verdict"] in ("faster", "baseline", "undecided")
+    decided = advice["decided"]
+    ids = result.ids()
+    if advice["verdict"] == "faster":
+        assert advice["config"] in decided["tied"] and decided["leader"] in decided["contenders"]
+        assert advice["speedup_range"][0] > 1.0 and "loader-faster-settings" in ids
+    else:
+        assert advice["config"] == "current" and advice["speedup"] == 1.0 and "loader-faster-settings" not in ids
+        assert ("loader-too-busy-to-tell" in ids) != ("loader-default-is-best" in ids)
 
 
 @pytest.mark.finding("loader-step-failed")

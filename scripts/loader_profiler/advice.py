@@ -58,7 +58,7 @@ def worker_threads_of(settings):
 def paired_recommendation(configs, spec, ranks, blocks, baseline):
     """The recommendation from interleaved rounds: speedups are the medians of the paired ratios
     (same round) against the user's settings (the baseline) and against the default loader."""
-    chosen, verdict, base = plan.choose_paired(configs, blocks, baseline)
+    chosen, verdict, base, decided = plan.choose_paired(configs, blocks, baseline)
     if chosen is None:
         return None
     by_name = {c["name"]: c for c in plan.measured(configs)}
@@ -83,11 +83,22 @@ def paired_recommendation(configs, spec, ranks, blocks, baseline):
                              "ratio_to_baseline_range": fastest["ratio_to_baseline_range"],
                              "ratio_to_default": fastest.get("ratio_to_default")},
         "rounds": chosen["rounds"], "load": load, "by_load": plan.winners_by_load(blocks, configs),
+        "decided": dict(decided, against=contenders_against(decided, by_name, blocks)),
+        "epochs": spec.get("epochs") or plan.DEFAULT_EPOCHS,
         "epoch_s": epoch_seconds(chosen, spec), "baseline_epoch_s": epoch_seconds(base, spec),
         "worker_threads": worker_threads_of(settings),
         "code": code(spec, kwargs, env, None, ranks, worker_threads_of(settings)),
     }
     return section
+
+
+def contenders_against(decided, by_name, blocks):
+    """Each contender's paired ratios over the leader, round by round: what decided between them."""
+    leader = decided.get("leader")
+    if not leader or not decided.get("contenders"):
+        return {}
+    return {name: [round(r, 3) for r in plan.paired(blocks, name, leader)] for name in decided["contenders"]
+            if name != leader and name in by_name}
 
 
 def epoch_seconds(config, spec):

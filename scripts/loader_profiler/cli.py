@@ -18,8 +18,8 @@ USAGE = """\
        [--num-neighbors 10,5] [--batch-size N] [--input-nodes SPEC] [--link]
        [--input-edges SRC,REL,DST] [--no-shuffle] [--ranks-per-node N]
        [--step MODULE:CALLABLE | --model MODULE:CALLABLE | --stand-in CONV,LAYERS,HIDDEN | --loader-only]
-       [--current KEY=VALUE,...] [--max-workers N] [--budget SECONDS] [--format {json,markdown}]
-       [--no-redact] [--pretty] [--list-findings] [--explain ID]"""
+       [--current KEY=VALUE,...] [--epochs N] [--max-workers N] [--budget SECONDS]
+       [--format {json,markdown}] [--no-redact] [--pretty] [--list-findings] [--explain ID]"""
 
 EPILOG = EXIT_CODES_HELP + """  The gate "measured" fails (exit 1) when not a single configuration could be
   measured; the findings say why. Interrupted (SIGINT, SIGTERM): its children
@@ -33,8 +33,9 @@ what it measures: the training loop, not the loader alone
   model(x, edge_index)), or by default a stand-in (--stand-in sage,2,64: conv
   type sage|gcn|gat|gin, layers, hidden width; size it like your model).
   The figure is steps (and seeds) per second of whole epochs: a new epoch pays
-  its workers' start-up unless persistent_workers=True. --loader-only times
-  the loader alone, as before.
+  its workers' start-up unless persistent_workers=True, and what its first
+  batch waits; persistent workers start once per run, over --epochs epochs
+  (default 10). --loader-only times the loader alone, as before.
 
 what it varies (one rank process per --ranks-per-node, all measured at once):
   your settings (--current, e.g. num_workers=6,persistent_workers=False,
@@ -45,13 +46,17 @@ what it varies (one rank process per --ranks-per-node, all measured at once):
 
 how it measures on a busy machine:
   configurations run in short blocks, interleaved, in rounds (forward, then
-  reversed); each block's rate is paired with your settings' block of the same
-  round, and the CPU other processes used during each block is recorded.
+  reversed); each block's rate is paired with the other blocks of the same
+  round, and the CPU other processes used during each block is recorded. After
+  each round, configurations far behind (or beaten in every round by 10%) leave
+  the race, so the close ones get more rounds; a quiet run stops once settled.
 
 what it recommends:
   a configuration only when it beats your settings (or the default) in every
-  round; of those, the cheapest that the fastest does not beat in every round.
-  When the rounds disagree on a busy machine, it says it could not tell
+  round; of those that no other left behind (by 3% at the median, losing no
+  round by over 3%, one in five aside), the cheapest within 5% of the leader.
+  When the rounds disagree on a busy machine (another such setting the leader
+  did not leave behind, or fewer than 3 rounds), it says it could not tell
   (loader-too-busy-to-tell) and what to run when it is quiet; when fewer
   threads win only under load, it gives both settings (loader-load-decides).
 
@@ -122,6 +127,9 @@ def build_parser():
                         help="the loader settings you run today, the baseline of every speedup: num_workers, "
                              "persistent_workers, filter_per_worker, pin_memory, threads (the main process's "
                              "torch threads), worker_threads (default: PyG's defaults, torch's threads)")
+    parser.add_argument("--epochs", metavar="N", type=POSITIVE,
+                        help="epochs your training runs with one loader: persistent workers start once over "
+                             "them (default 10)")
     parser.add_argument("--max-workers", metavar="N", type=POSITIVE,
                         help="largest num_workers to try (default: the cores each rank gets)")
     parser.add_argument("--budget", metavar="SECONDS", type=shared_cli.seconds, default=DEFAULT_BUDGET_S,

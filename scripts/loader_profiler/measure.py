@@ -221,7 +221,8 @@ def loop_block(loader, settings, seconds, link, step, cores=None):
     """One block of the training loop: `for batch in loader: step(batch)` for about `seconds`, from a
     fresh iter(loader) (its workers start, as at an epoch's start), then its workers are ended.
 
-    -> the first batch's time (start-up), the steady steps/s after the prefetch burst, the CPU this
+    -> the first batch's time (start-up), the steady steps/s after the prefetch burst, an ordinary
+    batch's wait (what the loop waits for the loader at a step that starts no epoch), the CPU this
     process and its workers used and the CPU the whole machine used over the same interval, so the
     coordinator can tell how much other processes took."""
     affinity = loader.enable_cpu_affinity(cores) if cores else contextlib.nullcontext()
@@ -231,7 +232,8 @@ def loop_block(loader, settings, seconds, link, step, cores=None):
     wall_started = time.perf_counter()
     end = wall_started + seconds
     steps = seeds = 0
-    paused = timed = 0.0
+    paused = timed = waited = 0.0
+    ordinary = 1
     with PeakRss(stream.worker_pids) as rss, affinity:
         try:
             first_batch_s, _ = stream.first()
@@ -245,16 +247,22 @@ def loop_block(loader, settings, seconds, link, step, cores=None):
                 stream.next()
                 run(stream.batch)
             started = time.perf_counter()
+            restarted = len(stream.restarts)
             while steps < 1 or time.perf_counter() < end:
+                asked = time.perf_counter()
                 count, restart = stream.next()
+                if not restart:
+                    waited += time.perf_counter() - asked
                 run(stream.batch)
                 steps, seeds, paused = steps + 1, seeds + count, paused + restart
             timed = max(time.perf_counter() - started - paused, 1e-9)
+            ordinary = max(steps - (len(stream.restarts) - restarted), 1)
         finally:
             stream.close()
     wall = time.perf_counter() - wall_started
     machine_after, own_after = machine_busy_seconds(), own_cpu_seconds()
     return {"first_batch_s": first_batch_s, "steps_per_s": steps / timed, "seeds_per_s": seeds / timed,
-            "steps": steps, "restarts": list(stream.restarts), "wall_s": wall, "own_cpu_s": own_after - own_before,
+            "batch_wait_s": waited / ordinary, "steps": steps, "restarts": list(stream.restarts), "wall_s": wall,
+            "own_cpu_s": own_after - own_before,
             "machine_cpu_s": None if machine_before is None else machine_after - machine_before,
             "peak_rss_bytes": rss.peak}

@@ -96,6 +96,7 @@ class Coordinator(object):
         self.processes, self.connections = [], []
         self.stopped = None  # why measuring stopped early, if it did
         self.configs = []
+        self.epochs = options["spec"].get("epochs") or plan.DEFAULT_EPOCHS
 
     def say(self, text):
         self.reporter.send({"event": "progress", "line": text})
@@ -123,14 +124,9 @@ class Coordinator(object):
             self.processes.append(process)
             self.connections.append(mine)
         self.say("loading the graph in %d rank process%s" % (self.ranks, "" if self.ranks == 1 else "es"))
-        self.reporter.begin("load the graph", max(self.deadline - time.time(), 0.1))
-        answers = self.collect(float("inf"), "load the graph")  # a slow load is not a hang: only the budget ends it
-        self.reporter.end()
+        # A slow load is not a hang: only the budget ends it.
+        answers = self.answers("load the graph", max(self.deadline - time.time(), 0.1), float("inf"), "ready")
         if answers is None:
-            return False
-        problems = [a for a in answers if a["status"] != "ready"]
-        if problems:
-            self.reporter.publish("input_problem", problems[0])
             return False
         first = answers[0]
         self.default_threads = first["default_threads"]
@@ -139,6 +135,20 @@ class Coordinator(object):
         self.reporter.publish("graph", dict(first["graph"], seeds=first["seeds"],
                                             batches_per_epoch=first["batches_per_epoch"]))
         return True
+
+    def answers(self, what, report_bound_s, until, status):
+        """Every rank's answer to a setup step announced as `what`, or None when one did not come (see
+        collect) or one is not `status` (the first such is published as the input problem)."""
+        self.reporter.begin(what, report_bound_s)
+        answers = self.collect(until, what)
+        self.reporter.end()
+        if answers is None:
+            return None
+        problems = [a for a in answers if a["status"] != status]
+        if problems:
+            self.reporter.publish("input_problem", problems[0])
+            return None
+        return answers
 
     def collect(self, bound, what, ranks=None):
         """Each asked rank's answer, or None after publishing why one did not come: it died, it took
@@ -186,8 +196,10 @@ class Coordinator(object):
         end_descendants()  # a rank that did not stop, and any worker it left
 
     def walk_rounds(self):
-        """Every candidate once per round, in short blocks, forward then reversed, so that each one's
-        block is paired with the baseline's under the load of the same round."""
+        """Every candidate still in the race once per round, in short blocks, forward then reversed, so
+        that each one's block is paired with the others' under the load of the same round. After each
+        round the configurations more rounds cannot make the answer leave (plan.raced_out), so the
+        close ones get the time; a quiet run whose answer is settled stops early."""
         default = plan.default_settings(self.default_threads)
         current = plan.current_settings(self.options.get("current"), default)
         self.breakdown()
@@ -196,25 +208,30 @@ class Coordinator(object):
         queue = plan.candidates(default, current, self.per_rank, self.options.get("max_workers"))
         baseline = queue[0][0]
         self.reporter.publish("plan", {"baseline": baseline, "candidates": [name for name, _ in queue],
-                                       "cores_per_rank": self.per_rank, "target_rounds": plan.TARGET_ROUNDS})
-        blocks, failed, overhead, round_index, slow = [], {}, 0.3, 0, set()
+                                       "cores_per_rank": self.per_rank, "target_rounds": plan.TARGET_ROUNDS,
+                                       "planned_rounds": plan.PLANNED_ROUNDS, "epochs": self.epochs})
+        blocks, failed, overhead, round_index, out = [], {}, 0.15, 0, set()
         while self.stopped is None and round_index < plan.MAX_ROUNDS:
-            active = [(name, settings) for name, settings in queue if name not in failed and name not in slow]
+            active = [(name, settings) for name, settings in queue if name not in failed and name not in out]
             left = self.deadline - time.time()
-            seconds = plan.block_seconds(left, len(active) * max(plan.TARGET_ROUNDS - round_index, 1), overhead)
+            seconds = plan.block_seconds(left, len(active) * (plan.PLANNED_ROUNDS - round_index), overhead)
             if seconds is None and round_index < plan.MIN_ROUNDS:  # a short budget: two rounds still pair
-                seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index), overhead)
-            if seconds is None and round_index == 0:  # shorter still: the first candidates only (the rest skipped)
-                fits = int(left // (plan.MIN_ROUNDS * (plan.MIN_BLOCK_S + overhead)))
+                # (the first round leaves half a round to spare: its blocks' overhead is still a guess)
+                spare = len(active) // 2 if round_index == 0 else 0
+                seconds = plan.block_seconds(left, len(active) * (plan.MIN_ROUNDS - round_index) + spare, overhead)
+            if seconds is None and round_index < plan.MIN_ROUNDS:  # shorter still: fewer candidates
+                fits = int(left // ((plan.MIN_ROUNDS - round_index) * (plan.MIN_BLOCK_S + overhead)))
                 if fits >= 2:
-                    slow |= {name for name, _ in active[fits:]}  # published as skipped: budget-short names them
-                    active = active[:fits]
+                    kept = self.first_to_keep(active, blocks, baseline, fits, round_index)
+                    # Not measured, or measured once (no pair): budget-short names the ones never measured.
+                    out |= {name for name, _ in active if name not in kept}
+                    active = [(name, settings) for name, settings in active if name in kept]
                     seconds = plan.MIN_BLOCK_S
             if seconds is None or not active:
                 break
             seconds = min(seconds, plan.MAX_BLOCK_S)
             spent = []
-            for name, settings in (active if round_index % 2 == 0 else active[::-1]):
+            for name, settings in plan.round_order(active, baseline, round_index):
                 if self.deadline - time.time() < seconds + overhead:
                     break
                 started = time.time()
@@ -227,11 +244,20 @@ class Coordinator(object):
                 else:
                     blocks.append(block)
             overhead = max(statistics.mean(spent), 0.05) if spent else overhead
-            slow |= plan.dropped(blocks, round_index, keep={baseline, "default"})
             round_index += 1
             if round_index == 1:
                 queue += self.fallbacks(queue, failed, blocks)
-        self.publish_configs(queue, blocks, failed, baseline)
+            leaving = plan.raced_out(blocks, [name for name, _ in active], {baseline, "default"}, round_index)
+            if leaving - out:
+                self.say("after round %d, out of the race: %s" % (round_index, ", ".join(sorted(leaving - out))))
+            out |= leaving
+            if round_index >= plan.TARGET_ROUNDS and plan.settled(self.records(queue, blocks, failed, baseline),
+                                                                  blocks, baseline):
+                self.say("settled after round %d on a quiet machine: no more rounds" % round_index)
+                break
+        for record in self.records(queue, blocks, failed, baseline):
+            self.configs.append(record)
+            self.reporter.append("configs", record)
 
     def prepare_step(self):
         """Every rank builds the training step and runs it once, within a bound of its own."""
@@ -239,16 +265,8 @@ class Coordinator(object):
         self.say("preparing the training step (%s)" % (self.options["spec"].get("loop") or {}).get("kind"))
         for connection in self.connections:
             connection.send({"command": "step"})
-        self.reporter.begin("prepare the training step", seconds + ANSWER_GRACE_S)
-        answers = self.collect(time.time() + seconds + ANSWER_GRACE_S, "prepare the training step")
-        self.reporter.end()
-        if answers is None:
-            return False
-        problems = [a for a in answers if a["status"] != "ok"]
-        if problems:
-            self.reporter.publish("input_problem", problems[0])
-            return False
-        return True
+        return self.answers("prepare the training step", seconds + ANSWER_GRACE_S,
+                            time.time() + seconds + ANSWER_GRACE_S, "ok") is not None
 
     def fallbacks(self, queue, failed, blocks):
         """Workers that failed where they fetch (a store client that cannot cross a fork, features too
@@ -280,12 +298,26 @@ class Coordinator(object):
             self.barrier.reset()  # ranks that waited for the failed one broke it; the next block needs it whole
             return {"config": name, "settings": settings, "status": "failed", "error": problem["error"],
                     "traceback": problem.get("traceback")}
-        block = dict(plan.combine_block(answers, settings, self.batches_per_epoch), config=name, round=round_index)
+        block = dict(plan.combine_block(answers, settings, self.batches_per_epoch, self.epochs), config=name,
+                     round=round_index)
         self.reporter.append("blocks", block)
         return block
 
-    def publish_configs(self, queue, blocks, failed, baseline):
+    @staticmethod
+    def first_to_keep(active, blocks, baseline, fits, round_index):
+        """The `fits` candidates a short budget keeps: in the first round the first planned (the
+        baseline first), in the second the baseline and those fastest in the first."""
+        names = [name for name, _ in active]
+        if round_index == 0:
+            return set(names[:fits])
+        rate = {b["config"]: b["epoch_steps_per_s"] for b in blocks if b["round"] == round_index - 1}
+        others = sorted((n for n in names if n != baseline and n in rate), key=rate.get, reverse=True)
+        return {baseline} | set(others[:fits - 1]) if baseline in names else set(others[:fits])
+
+    def records(self, queue, blocks, failed, baseline):
+        """Every planned configuration's record: measured over its rounds, failed, or not measured."""
         seeds_per_batch = float(self.seeds) / max(self.batches_per_epoch, 1)
+        records = []
         for name, settings in queue:
             if name in failed:
                 record = {"name": name, "settings": settings, "status": "failed", "error": failed[name]["error"],
@@ -295,8 +327,8 @@ class Coordinator(object):
             else:
                 record = {"name": name, "settings": settings,
                           "status": "skipped" if self.stopped is None else self.stopped["how"]}
-            self.configs.append(record)
-            self.reporter.append("configs", record)
+            records.append(record)
+        return records
 
     def breakdown(self):
         seconds = min(max((self.deadline - time.time()) * 0.08, 0.5), 3.0)

@@ -68,6 +68,27 @@ VERDICTS = {"faster": "beats %s in every round",
             "undecided": "could not tell: the rounds disagree by more than the differences; keep %s"}
 
 
+def contest(advice):
+    """How the choice among the settings that beat the baseline was made, in a line or two."""
+    decided = advice.get("decided") or {}
+    if not decided.get("contenders"):
+        return []
+    against = decided.get("against") or {}
+    ratios = "; ".join("%s %s" % (cell(name), "/".join("%.2f" % r for r in against[name]))
+                       for name in decided["contenders"] if name in against)
+    lines = ["contenders (beat %s in every round, not left behind by another): %s; leader %s%s" % (
+        cell(advice["baseline"]), ", ".join(cell(n) for n in decided["contenders"]), cell(decided.get("leader")),
+        " (round by round over it: %s)" % ratios if ratios else ""), ""]
+    if decided.get("unsettled") and advice["verdict"] == "undecided":
+        lines.append("under load the leader did not leave %s behind: which is faster on a quiet machine is "
+                     "not measured" % ", ".join(cell(n) for n in decided["unsettled"]))
+    elif advice["verdict"] == "faster":
+        lines.append("chosen: the cheapest within 5%% of the leader at the median (%s); persistent workers' "
+                     "start-up counted once over %s epochs (--epochs)" % (
+                         ", ".join(cell(n) for n in decided.get("tied") or []), advice.get("epochs")))
+    return lines + [""]
+
+
 def paired_advice(advice):
     load = advice.get("load") or {}
     lines = ["#### Recommendation: %s (%s)" % (cell(advice["config"]), VERDICTS.get(advice["verdict"], "%s") % cell(
@@ -75,6 +96,7 @@ def paired_advice(advice):
              "speedup %s over %s (paired, %s rounds), %s over the default; an epoch %s s against %s s" % (
                  ratio(advice["speedup"], advice.get("speedup_range")), cell(advice["baseline"]), advice.get("rounds"),
                  ratio(advice.get("speedup_over_default")), advice.get("epoch_s"), advice.get("baseline_epoch_s")), ""]
+    lines += contest(advice)
     if load:
         lines += ["load: other processes used %s cores (median; %s-%s), %d of %d blocks above %s cores" % (
             load["other_cpu_cores_median"], load["other_cpu_cores_range"][0], load["other_cpu_cores_range"][1],

@@ -174,7 +174,7 @@ def recommendation(facts, options):
 PAIRED_EVIDENCE = ("config", "verdict", "baseline", "speedup", "speedup_range", "speedup_over_default",
                    "median_epoch_batches_per_s", "baseline_median_epoch_batches_per_s",
                    "default_median_epoch_batches_per_s", "epoch_s", "baseline_epoch_s", "rounds", "load",
-                   "fastest_measured")
+                   "fastest_measured", "decided", "epochs")
 
 
 def paired_recommendation(advice, options):
@@ -183,19 +183,22 @@ def paired_recommendation(advice, options):
     if advice["verdict"] == "faster":
         return [finding("loader-faster-settings", evidence, fix=advice["code"])]
     load = advice.get("load") or {}
-    busy = (load.get("other_cpu_cores_median") or 0) >= plan.BUSY_CORES
-    if advice["verdict"] == "undecided" and busy:
+    if advice["verdict"] == "undecided" and plan.busy_load(load):
         budget = int(max(options.budget * 2, 60))
+        contenders = (advice.get("decided") or {}).get("contenders") or []
+        meanwhile = ("keep your settings until then" if not contenders else
+                     "%s beat your settings in every round here, but which of them is fastest the load decided"
+                     % " and ".join(contenders))
         return [finding("loader-too-busy-to-tell", evidence,
-                        fix="%s  # when the machine is quiet (other processes' CPU was %.1f cores here); "
-                            "keep your settings until then" % (rerun(options, "--budget", str(budget)),
-                                                               load["other_cpu_cores_median"]))]
+                        fix="%s  # when the machine is quiet (other processes' CPU was %.1f cores here); %s"
+                            % (rerun(options, "--budget", str(budget)), load["other_cpu_cores_median"], meanwhile))]
     return [finding("loader-default-is-best", evidence, fix=advice["code"])]
 
 
 def load_decides(facts, options):
     """The winner under load and the winner when quiet differ (both measured), or fewer threads won
-    under load only (the quiet side not measured): say so and give both settings."""
+    under load and the quiet side was not measured (fewer than MIN_ROUNDS rounds were quiet): say so
+    and give both settings."""
     advice = facts.get("recommendation") or {}
     if "verdict" not in advice:
         return []
@@ -204,7 +207,7 @@ def load_decides(facts, options):
     load = advice.get("load") or {}
     if by_load.get("busy") and by_load.get("quiet") and by_load["busy"] != by_load["quiet"]:
         busy, quiet, measured_quiet = configs[by_load["busy"]], configs[by_load["quiet"]], True
-    elif (advice["verdict"] == "faster" and load.get("blocks") and load["busy_blocks"] == load["blocks"]
+    elif (advice["verdict"] == "faster" and "quiet" not in by_load and plan.busy_load(load)
           and configs.get(advice["config"])):
         busy = configs[advice["config"]]
         more = [c for c in configs.values() if c.get("rounds") and c["settings"]["num_workers"] ==
@@ -223,7 +226,7 @@ def load_decides(facts, options):
                           "env": env_of(quiet["settings"]), "measured": measured_quiet},
                 "load": load}
     how = ("measured in the quiet rounds" if measured_quiet else
-           "not measured: every round here was under load; rerun when quiet to confirm: %s" % rerun(options))
+           "not measured: fewer than two rounds here were quiet; rerun when quiet to confirm: %s" % rerun(options))
 
     def setting(config):
         kwargs = ", ".join("%s=%r" % item for item in kwargs_of(config["settings"]).items())

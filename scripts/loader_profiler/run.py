@@ -26,7 +26,7 @@ def request_spec(options):
     return {"synthetic": options.synthetic, "data": os.path.abspath(options.data) if options.data else None,
             "store": options.store, "num_neighbors": options.num_neighbors, "batch_size": options.batch_size,
             "shuffle": not options.no_shuffle, "link": options.link, "input_nodes": options.input_nodes,
-            "input_edges": options.input_edges, "loop": loop_spec(options)}
+            "input_edges": options.input_edges, "loop": loop_spec(options), "epochs": options.epochs}
 
 
 def loop_spec(options):
