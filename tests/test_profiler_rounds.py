@@ -12,13 +12,14 @@ from conftest import load_modules
 
 def package():
     """The profiler's package, imported to replay its rules (no bytecode written)."""
-    load_modules(["loader_profiler.advice", "loader_profiler.plan", "loader_profiler.rules"])
+    load_modules(["loader_profiler.advice", "loader_profiler.plan", "loader_profiler.rules", "loader_profiler.run"])
     return sys.modules["loader_profiler"]
 
 
 class Options:
     argv = ["--data", "graph.pt", "--step", "train:step", "--current", "num_workers=6,threads=2"]
     budget = 60.0
+    bounds = property(lambda self: package().run.stage_bounds(self.budget, 0.0))
     ranks = 1
     spec = {"synthetic": None, "data": "graph.pt", "store": None, "num_neighbors": [15, 10], "batch_size": 512,
             "shuffle": True, "link": False, "input_nodes": None, "input_edges": None, "batches_per_epoch": 100}

@@ -147,7 +147,7 @@ def budget_short(facts, options):
     cut = facts.get("child", {}).get("killed_for") == "deadline" or out_of_time
     if not skipped and not cut:
         return []
-    suggested = int(max(options.budget * 2, 30))
+    suggested = options.bounds["retry_budget_s"]
     return [finding("loader-budget-short", {"budget_s": options.budget, "skipped": skipped,
                                             "measured": len(plan.measured(facts.get("configs") or [])),
                                             "cut_at_deadline": cut,
@@ -184,7 +184,7 @@ def paired_recommendation(advice, options):
         return [finding("loader-faster-settings", evidence, fix=advice["code"])]
     load = advice.get("load") or {}
     if advice["verdict"] == "undecided" and plan.busy_load(load):
-        budget = int(max(options.budget * 2, 60))
+        budget = options.bounds["quiet_retry_budget_s"]
         contenders = (advice.get("decided") or {}).get("contenders") or []
         meanwhile = ("keep your settings until then" if not contenders else
                      "%s beat your settings in every round here, but which of them is fastest the load decided"

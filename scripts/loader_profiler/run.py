@@ -41,10 +41,19 @@ def loop_spec(options):
     return dict(stand_in, kind="stand-in")
 
 
+def stage_bounds(budget, started):
+    """--budget (seconds) and the run's start -> the run's bounds, here and nowhere else: the measuring
+    child's deadline (absolute; rendering keeps RENDER_RESERVE_S, and the child shares out the rest), and
+    the longer budgets the findings' fixes name (a short budget; a machine too busy to tell)."""
+    return {"child_deadline": started + budget - RENDER_RESERVE_S,
+            "retry_budget_s": int(max(budget * 2, 30)), "quiet_retry_budget_s": int(max(budget * 2, 60))}
+
+
 def run(options, started):
     from .render import output, render
     options.spec = request_spec(options)
     options.ranks = options.ranks_per_node
+    options.bounds = stage_bounds(options.budget, started)
     facts, findings, gates = {"request": dict(options.spec, ranks=options.ranks, budget_s=options.budget,
                                               current=options.current)}, [], {}
     stops = StopSignals()  # SIGINT/SIGTERM raise Interrupted; the sandbox ends the children as it unwinds
@@ -101,7 +110,7 @@ def interrupted(stop, facts, options, started):
 
 def profile(options, started):
     """Run the coordinator child; -> the facts it published, and how it ended."""
-    deadline = started + options.budget - RENDER_RESERVE_S
+    deadline = options.bounds["child_deadline"]
     if deadline - time.time() < CHILD_START_S:
         return {"configs": [], "child": {"killed_for": "deadline", "started": False}}
     child_options = {"spec": options.spec, "ranks": options.ranks, "max_workers": options.max_workers,
