@@ -86,6 +86,7 @@ SMALL_CLAIMS = """
         "nccl_async_error_handling": "TORCH_NCCL_ASYNC_ERROR_HANDLING" in inspect.getsource(ddp),
         "dist_loader_rpc_timeout": inspect.signature(DistLoader.__init__).parameters["rpc_timeout"].default,
         "init_rpc_timeout": inspect.signature(rpc.init_rpc).parameters["rpc_timeout"].default,
+        "dist_loader_passes_rpc_timeout": "rpc_timeout=self.rpc_timeout" in inspect.getsource(DistLoader),
         "gc_default_device": inspect.signature(utils.get_gpu_memory_from_gc).parameters["device"].default,
         "gc_docstring_device_1": "(default: :obj:`1`)" in utils.get_gpu_memory_from_gc.__doc__,
         "benchmark_imports_tabulate": "from tabulate import tabulate" in inspect.getsource(benchmark),
@@ -136,10 +137,12 @@ def test_profile_helpers_that_fail_on_cpu_fail_as_the_status_table_says(small_cl
 def test_claims_read_from_the_installed_sources(small_claims):
     assert small_claims["sources"] == {
         "torchrun_sets_omp_1": True, "nccl_async_error_handling": True, "dist_loader_rpc_timeout": 180,
-        "init_rpc_timeout": 240.0, "gc_default_device": 0, "gc_docstring_device_1": True,
+        "init_rpc_timeout": 240.0, "dist_loader_passes_rpc_timeout": True, "gc_default_device": 0, "gc_docstring_device_1": True,
         "benchmark_imports_tabulate": True, "legacy_names_pyg_lib_0_6": True}
     distributed, trouble = squashed(DISTRIBUTED), squashed(TROUBLESHOOTING)
-    assert "the RPC timeouts default to 180 s in `DistLoader` and 240 s in `init_rpc`" in distributed
+    # A Dist loader passes its own rpc_timeout to init_rpc, so init_rpc's default never applies there.
+    assert "a Dist loader's `rpc_timeout`, 180 s by default, bounds its RPC start and barrier" in distributed
+    assert "240 s" not in distributed
     assert "torchrun sets it to 1 when starting several processes per node" in trouble
     assert "PyG names pyg-lib >= 0.6.0" in trouble and "0.7.0" not in trouble
 
