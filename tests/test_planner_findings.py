@@ -144,3 +144,17 @@ def test_the_parameter_formula_counts_what_pyg_builds(conv):
         else:
             layers.append(nn.TransformerConv(fan_in, max(out // 4, 1), heads=4))
     assert parameters(model, 32) == sum(p.numel() for layer in layers for p in layer.parameters())
+
+
+def test_the_markdown_report_shows_every_design_and_the_whole_provenance():
+    completed = subprocess.run([sys.executable, str(PLANNER)] + [str(a) for a in PAPERS] + ["--format", "markdown"],
+                               capture_output=True, text=True, timeout=120)
+    _, document = plan(*PAPERS)
+    assert completed.returncode == document["exit_code"] == 0
+    report = completed.stdout
+    for item in document["designs"]:
+        assert "| %s |" % item["design"] in report
+    # the calibration's description is ours and short: shown whole, not cut inside a list
+    how = document["coefficients"]["provenance"]["how"].replace("[", "\\[").replace("]", "\\]")
+    assert how in report
+    assert "Cheapest that fits: `%s`." % document["cheapest_fit"] in report

@@ -3,7 +3,7 @@
 import sys
 import time
 
-from diagnostics_core import markdown
+from diagnostics_core import markdown, text
 from diagnostics_core.markdown import cell, code, finding_block
 from .findings import TOOL, VERSION
 
@@ -30,7 +30,7 @@ def to_markdown(document):
     lines = ["# Capacity plan: %s (exit %d)" % (document["status"], document["exit_code"]), ""]
     used = document.get("coefficients")
     if used:
-        lines += ["Coefficients: %s (%s)." % (used["used"], cell(used["provenance"]["how"][:200])), ""]
+        lines += ["Coefficients: %s (%s)." % (used["used"], cell(text.bounded(used["provenance"]["how"], 600))), ""]
     if document.get("designs"):
         lines += ["| design | GPUs | host RAM per node (peak) | /dev/shm per node | GPU per rank (worst / expected) "
                   "| fits |", "|---|---|---|---|---|---|"]
