@@ -66,14 +66,23 @@ def test_every_example_says_what_it_shows_and_how_to_run_it():
         assert "python %s" % name in source.split('"""')[1] or "torchrun" in source, name
 
 
+def docstring_command(name, verb):
+    """The arguments after DIR of the docstring's `python NAME VERB DIR ...` line: the run the docs show."""
+    with open(example(name), encoding="utf-8") as handle:
+        docstring = handle.read().split('"""')[1]
+    line = [l for l in docstring.splitlines() if l.strip().startswith("python %s %s DIR" % (name, verb))][0]
+    return line.split("#")[0].split()[4:]
+
+
 def test_out_of_core_sampler_samples_under_an_address_space_cap_smaller_than_its_edges(tmp_path):
+    # The docstring's own commands: a documented cap larger than the file would show nothing.
     graph = tmp_path / "graph"
-    written = run_example("out_of_core_sampler.py", "write", graph, "--nodes", 600_000,
-                          "--degree", 32)
+    written = run_example("out_of_core_sampler.py", "write", graph,
+                          *docstring_command("out_of_core_sampler.py", "write"))
     assert written["num_edges"] == 600_000 * 32
-    report = run_example("out_of_core_sampler.py", "sample", graph, "--num-neighbors", "10,5",
-                         "--batch-size", 64, "--max-batches", 5, "--cap-mb", 96)
-    assert report["edge_file_mb"] > 96 * 1.5  # the edges could not fit under the cap
+    report = run_example("out_of_core_sampler.py", "sample", graph,
+                         *docstring_command("out_of_core_sampler.py", "sample"))
+    assert report["edge_file_mb"] > report["cap_mb"] * 1.5  # the edges could not fit under the cap
     # The cap is real: reading the edge file whole, or even mapping it, fails under it...
     assert report["whole_file_under_cap"] == {"read": "MemoryError", "mmap": "OSError"}
     # ...and sampling through NodeLoader works under the same cap.
@@ -222,6 +231,24 @@ def test_sqlite_store_keeps_order_and_repeats_and_raises_for_missing_ids(tmp_pat
 def test_dict_store_lookups_are_asymmetric():
     # The example asserts the AttrView, index order and missing-feature rules itself.
     assert run_example("dict_store.py") == {"tensor_attrs": 1, "edge_attrs": 1, "missing_edges": "KeyError"}
+
+
+@pytest.mark.parametrize("name", ["dict_store.py", "sqlite_store.py"])
+def test_a_store_examples_checker_line_passes_as_written(tmp_path, name):
+    """The docstring's check_store_contract line, run from a copy's folder with the skill where README installs
+    it (here: this checkout): the store pair passes the contract checker."""
+    import shutil
+    shutil.copy(example(name), tmp_path / name)
+    run_example(name, cwd=tmp_path)  # sqlite_store.py writes its files beside the copy first
+    with open(example(name), encoding="utf-8") as handle:
+        docstring = handle.read().split('"""')[1]
+    line = [l for l in docstring.splitlines() if "check_store_contract.py" in l][0].split("#")[0].split()
+    installed = "~/.claude/skills/scalable-distributed/"
+    assert line[0] == "python" and line[1].startswith(installed), line
+    command = [sys.executable, os.path.join(REPO, line[1][len(installed):])] + line[2:]
+    completed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=ENV)
+    document = json.loads(completed.stdout)
+    assert completed.returncode == 0 and document["status"] == "ok", document["findings"]
 
 
 def test_link_prediction_split_does_not_leak_and_labels_stay_binary():

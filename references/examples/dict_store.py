@@ -5,7 +5,7 @@ checks below show the lookup rules: a partly specified key is a lazy AttrView, a
 rows in that order, a missing feature is None, a missing edge type raises KeyError.
 
     python dict_store.py      # prints one JSON line
-    python SKILL/scripts/check_store_contract.py ./dict_store.py:make_stores   # from this folder
+    python ~/.claude/skills/scalable-distributed/scripts/check_store_contract.py ./dict_store.py:make_stores   # same folder; the skill where README installs it
 """
 import json
 

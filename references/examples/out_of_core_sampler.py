@@ -6,8 +6,8 @@ source of every edge, grouped by destination) and reads only the rows each hop n
 os.pread, so a process holds the sampled neighbourhoods and nothing else. NodeLoader turns the
 SamplerOutput into a Data batch (seeds first, `batch.n_id`, `batch.e_id`, `batch.batch_size`).
 
-    python out_of_core_sampler.py write DIR --nodes 100000 --degree 20   # a random graph
-    python out_of_core_sampler.py sample DIR --num-neighbors 10,5 --batch-size 64 --cap-mb 128
+    python out_of_core_sampler.py write DIR --nodes 600000 --degree 32   # a random graph, 146 MiB of edges
+    python out_of_core_sampler.py sample DIR --num-neighbors 10,5 --batch-size 64 --max-batches 5 --cap-mb 96
     python out_of_core_sampler.py compare DIR   # small graphs: same subgraphs as NeighborLoader?
 
 `sample` prints one JSON line; with --cap-mb it first limits this process's address space to

@@ -6,7 +6,7 @@ KeyError for ids it does not hold, opens one connection per process (a forked lo
 reconnects on first use) and leaves the data on disk.
 
     python sqlite_store.py      # writes graph.sqlite and csc.pt here, checks the stores, prints one JSON line
-    python SKILL/scripts/check_store_contract.py ./sqlite_store.py:make_stores   # from the same folder
+    python ~/.claude/skills/scalable-distributed/scripts/check_store_contract.py ./sqlite_store.py:make_stores   # same folder; the skill where README installs it
 """
 import json
 import os
