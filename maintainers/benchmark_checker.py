@@ -29,7 +29,9 @@ PAIRS = ("probe", "help", "help-argparse", "list-findings", "explain", "schema",
          "compare-help", "recipe-help", "static", "segfault", "hang")
 # The metadata commands of the other tools: pair name -> (script, a flag that prints usage)
 OTHER_TOOLS = {"store-help": "check_store_contract.py", "partition-help": "check_partition.py",
-               "compare-help": "compare_reports.py", "recipe-help": "ddp_neighbor_training.py"}
+               "compare-help": "compare_reports.py", "recipe-help": "ddp_neighbor_training.py",
+               "profiler-help": "profile_loader.py", "planner-help": "plan_capacity.py",
+               "launch-help": "check_launch.py"}
 # Not installed in the project venv, and probed by the checker as optional
 # extensions, so a fake of that name on PYTHONPATH is imported in its child.
 SEGFAULT_MODULE, SEGFAULT_DIST = "torch_cluster", ("torch-cluster", "1.6.3")
@@ -48,7 +50,8 @@ pairs (A vs B; target):
             --list-findings, --explain usage-error, --schema vs `python -c pass`;
             A/B <= 5 (metadata commands import only the shared library: nothing
             is cached, every module they import is compiled on each run)
-  store-help, partition-help, compare-help, recipe-help
+  store-help, partition-help, compare-help, recipe-help, profiler-help,
+  planner-help, launch-help
             --help of the other tools vs `python -c pass`; A/B <= 5
   static    --static-only vs `python -c pass`; reported, no target
   segfault  full probe, a fake torch_cluster that segfaults on import on
