@@ -26,7 +26,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKER = os.path.join(REPO, "scripts", "check_sampling_backends.py")
 PAIRS = ("probe", "help", "help-argparse", "list-findings", "explain", "schema", "store-help", "partition-help",
-         "compare-help", "recipe-help", "static", "segfault", "hang")
+         "compare-help", "recipe-help", "profiler-help", "planner-help", "launch-help", "static", "segfault", "hang")
 # The metadata commands of the other tools: pair name -> (script, a flag that prints usage)
 OTHER_TOOLS = {"store-help": "check_store_contract.py", "partition-help": "check_partition.py",
                "compare-help": "compare_reports.py", "recipe-help": "ddp_neighbor_training.py",
