@@ -293,3 +293,29 @@ def test_torch_distributed_run_and_mpirun_lines_compute():
                   "--sbatch", "-N 2 --ntasks-per-node=4").json["topology"]["steps"][0]
     assert (step["launcher_kind"], step["nodes"], step["world_size"], step["ranks_per_node"], step["cpus_per_rank"]) \
         == ("mpirun", 2, 8, 4, 1.0)
+
+
+def test_srun_that_only_prints_starts_no_step_and_no_gpu_asked_is_zero(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\nsrun --version\nsrun -V\n"
+                      "srun --help\nsrun --usage\nsrun python train.py\n")
+    document = doctor(script).json
+    assert [step["line"] for step in document["topology"]["steps"]] == [8]  # the others print and exit
+    assert document["topology"]["allocation"]["gpus_per_node"] == 0  # no --gres/--gpus*: SLURM gives none
+    report = doctor_markdown(script)
+    assert "0 GPU(s) per node" in report and "\n| 4 | srun" not in report
+
+
+def test_a_long_evidence_line_in_markdown_is_cut_with_a_marker(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text(ISSUE_DOUBLE_LAUNCH)
+    log = tmp_path / "slurm.out"
+    agents = "".join("W1203 12:00:00.000000 %d torch/distributed/run.py:874] *****\n" % pid for pid in range(9001, 9009))
+    lost = "".join("[W1203 12:00:01 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl: "
+                   "Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash? %s\n"
+                   % ("x" * 400) for _ in range(3))
+    log.write_text(agents + lost + "srun: error: n2: tasks 4-7: Exited with exit code 1\n")
+    report = doctor_markdown(script, "--log", log)
+    evidence = [line for line in report.splitlines() if line.startswith("- evidence: ")]
+    assert evidence and all(line.endswith("`") for line in evidence)
+    assert any("characters cut" in line for line in evidence)

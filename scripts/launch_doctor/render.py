@@ -5,7 +5,7 @@ import sys
 import time
 
 from diagnostics_core.markdown import cell, code
-from diagnostics_core.text import write_json, write_text
+from diagnostics_core.text import bounded, write_json, write_text
 from .findings import GATE, TOOL, VERSION
 from .parse import FIRST_NODE
 
@@ -97,7 +97,7 @@ def to_markdown(document):
             lines.append("- why: %s" % cell(why))
         rest = dict((k, v) for k, v in evidence.items() if k not in ("text", "line", "why", "problems"))
         if rest:
-            lines.append("- evidence: %s" % code(json.dumps(rest, sort_keys=True)[:600]))
+            lines.append("- evidence: %s" % code(bounded(json.dumps(rest, sort_keys=True), 600)))
         if item["fix"]:
             lines.append("- fix: %s" % code(item["fix"]))
         lines.append("- docs: %s" % cell(item["docs"]))

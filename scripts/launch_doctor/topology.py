@@ -66,6 +66,9 @@ def allocation(options):
         gpus = whole(options.get("gpus-per-task")) * tasks_on_node
     if gpus is None and whole(options.get("gpus")) and nodes:
         gpus = math.ceil(whole(options.get("gpus")) / nodes)
+    if gpus is None and not any(k in options for k in ("gpus-per-node", "gres", "gpus-per-task", "gpus",
+                                                       "gpus-per-socket", "tres-per-task")):
+        gpus = 0  # nothing asked: SLURM gives the job no GPU
     exclusive = "exclusive" in options
     return {
         "nodes": nodes, "nodes_range": nodes_raw if nodes_raw and not str(nodes_raw).isdigit() else None,
