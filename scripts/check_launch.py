@@ -18,7 +18,13 @@ sys.dont_write_bytecode = True  # set before the first import from this folder: 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
 
-main = entry.tool_main("launch_doctor", "check_launch")
+
+def load_cli():
+    from launch_doctor import cli
+    return cli
+
+
+main = entry.tool_main("launch_doctor", "check_launch", load_cli)
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -27,7 +27,13 @@ sys.dont_write_bytecode = True  # set before the first import from this folder: 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
 
-main = entry.tool_main("partition_checker", "check_partition")
+
+def load_cli():
+    from partition_checker import cli
+    return cli
+
+
+main = entry.tool_main("partition_checker", "check_partition", load_cli)
 
 if __name__ == "__main__":
     entry.run_script(main)

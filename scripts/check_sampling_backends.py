@@ -57,7 +57,13 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
 
-main = entry.tool_main("sampling_checker", "check_sampling_backends")
+
+def load_cli():
+    from sampling_checker import cli
+    return cli
+
+
+main = entry.tool_main("sampling_checker", "check_sampling_backends", load_cli)
 
 if __name__ == "__main__":
     entry.run_script(main)

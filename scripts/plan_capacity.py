@@ -14,7 +14,13 @@ sys.dont_write_bytecode = True  # set before the first import from this folder: 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
 
-main = entry.tool_main("capacity_planner", "plan_capacity")
+
+def load_cli():
+    from capacity_planner import cli
+    return cli
+
+
+main = entry.tool_main("capacity_planner", "plan_capacity", load_cli)
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -175,6 +175,18 @@ def imported_modules(path):
     return names
 
 
+@pytest.mark.parametrize("tool", sorted(set(TOOLS) - {"ddp_neighbor_training"}))  # the recipe is its own code
+def test_each_entry_file_imports_its_own_package_explicitly(tool):
+    """A reader and import tools see which package an entry file runs: `from <package> import cli` in the
+    entry file itself (lazily, after the metadata answers), and the package tool_main is given is that one."""
+    tree = ast.parse((SCRIPTS / (tool + ".py")).read_text())
+    imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and [alias.name for alias in node.names] == ["cli"]]
+    declared = [node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and ast.unparse(node.func) == "entry.tool_main"]
+    assert imported == declared == list(TOOL_PACKAGES[tool])
+
+
 def test_no_tool_imports_another_tool():
     tools = set(TOOLS)
     for tool in sorted(TOOLS):
