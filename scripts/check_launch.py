@@ -17,14 +17,9 @@ import sys
 sys.dont_write_bytecode = True  # set before the first import from this folder: no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
+import launch_doctor  # noqa: E402  the tool's package: its cli loads after the metadata answers
 
-
-def load_cli():
-    from launch_doctor import cli
-    return cli
-
-
-main = entry.tool_main("launch_doctor", "check_launch", load_cli)
+main = entry.tool_main(launch_doctor, "check_launch")
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -56,14 +56,9 @@ if sys.version_info[:2] < MIN_PYTHON:
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
+import sampling_checker  # noqa: E402  the tool's package: its cli loads after the metadata answers
 
-
-def load_cli():
-    from sampling_checker import cli
-    return cli
-
-
-main = entry.tool_main("sampling_checker", "check_sampling_backends", load_cli)
+main = entry.tool_main(sampling_checker, "check_sampling_backends")
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -27,14 +27,9 @@ import sys
 sys.dont_write_bytecode = True  # set before the first import from this folder: no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
+import store_checker  # noqa: E402  the tool's package: its cli loads after the metadata answers
 
-
-def load_cli():
-    from store_checker import cli
-    return cli
-
-
-main = entry.tool_main("store_checker", "check_store_contract", load_cli)
+main = entry.tool_main(store_checker, "check_store_contract")
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -19,14 +19,9 @@ import sys
 sys.dont_write_bytecode = True  # set before the first import from this folder: no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
+import cluster_compare  # noqa: E402  the tool's package: its cli loads after the metadata answers
 
-
-def load_cli():
-    from cluster_compare import cli
-    return cli
-
-
-main = entry.tool_main("cluster_compare", "compare_reports", load_cli)
+main = entry.tool_main(cluster_compare, "compare_reports")
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -14,14 +14,9 @@ import sys
 sys.dont_write_bytecode = True  # set before the first import from this folder: no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diagnostics_core import entry  # noqa: E402
+import loader_profiler  # noqa: E402  the tool's package: its cli loads after the metadata answers
 
-
-def load_cli():
-    from loader_profiler import cli
-    return cli
-
-
-main = entry.tool_main("loader_profiler", "profile_loader", load_cli)
+main = entry.tool_main(loader_profiler, "profile_loader")
 
 if __name__ == "__main__":
     entry.run_script(main)

@@ -43,7 +43,7 @@ def test_a_new_registry_is_indexed_by_a_rerun(tmp_path, monkeypatch):
     (scripts / "graph_weigher").mkdir()  # a tool no one has built: its registry and its entry file
     (scripts / "graph_weigher" / "findings.json").write_text(
         '{\n  "weigher-host-ram-short": ["error", "the graph does not fit in host RAM"]\n}\n')
-    (scripts / "weigh_graph.py").write_text('main = entry.tool_main("graph_weigher", "weigh_graph")\n')
+    (scripts / "weigh_graph.py").write_text('import graph_weigher\nmain = entry.tool_main(graph_weigher, "weigh_graph")\n')
     monkeypatch.setattr(finding_index, "SCRIPTS", str(scripts))
     text = finding_index.rendered(read(TROUBLESHOOTING))
     assert "- `weigh_graph.py`:\n  weigher-host-ram-short." in text

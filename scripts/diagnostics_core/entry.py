@@ -3,13 +3,10 @@ loads, else hand the command line to <package>.cli.main; run as a script, start 
 when the command line is its private child flag.
 
 An entry file only makes its own folder importable (and keeps it free of __pycache__), then imports its
-package's cli in a function of its own (so a reader and import tools see which package it runs, and it
-loads only after the metadata answers):
-    def load_cli():
-        from store_checker import cli
-        return cli
-
-    main = entry.tool_main("store_checker", "check_store_contract", load_cli)
+package (a few constants: a reader and import tools see which package it runs) and hands it over; the
+package's cli loads only after the metadata answers:
+    import store_checker
+    main = entry.tool_main(store_checker, "check_store_contract")
     if __name__ == "__main__":
         entry.run_script(main)
 """
@@ -20,16 +17,18 @@ import sys
 from . import fast, text
 
 
-def tool_main(package, tool_name, load_cli):
-    """The tool's main(argv=None) -> exit code (console scripts call it too); load_cli() returns the
-    package's cli module, imported by the entry file itself."""
+def tool_main(package, tool_name):
+    """The tool's main(argv=None) -> exit code (console scripts call it too), for the package module the
+    entry file imported."""
+    name = package.__name__
+
     def main(argv=None):
         text.guard_standard_streams()
-        answered = fast.answer(package, tool_name, argv)
+        answered = fast.answer(name, tool_name, argv)
         if answered is not None:
             return answered
-        return load_cli().main(argv)
-    main.package = package
+        return importlib.import_module(name + ".cli").main(argv)
+    main.package = name
     return main
 
 
