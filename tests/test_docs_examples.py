@@ -248,7 +248,10 @@ def test_a_store_examples_checker_line_passes_as_written(tmp_path, name):
     command = [sys.executable, os.path.join(REPO, line[1][len(installed):])] + line[2:]
     completed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=ENV)
     document = json.loads(completed.stdout)
-    assert completed.returncode == 0 and document["status"] == "ok", document["findings"]
+    problems = [f["id"] for f in document["findings"] if f["severity"] != "info"]
+    # Without a sampling backend the checker cannot try the loader on the pair, and says so (a warning).
+    expected = [] if backends()[1] else ["store-sampling-unavailable"]
+    assert completed.returncode == 0 and problems == expected, document["findings"]
 
 
 def test_link_prediction_split_does_not_leak_and_labels_stay_binary():
