@@ -9,7 +9,8 @@ with --epochs 2), rounds alternating in order; then the profiler runs with a thi
 time as its --budget, plus what it spends before it can measure (its import of torch and PyG, timed just
 before, and a fixed 2 s of breakdown and reserves).
 Then the profiler runs again under two CPU hogs: its answer must be the same setting, or
-loader-too-busy-to-tell with nothing presented as faster.
+loader-too-busy-to-tell, or loader-load-decides (the answer for that load, verdict under-load), with
+nothing presented as faster outright.
 Prints one JSON document: each configuration's epoch seconds, the recommended and the best, their ratio,
 the profiler's measuring time against the grid's, and the busy run's answer. Exits 1 when the
 recommendation is more than 10% slower than the grid's best, the profiler measured for more than a third
@@ -224,7 +225,10 @@ def main():
     busy_advice = busy.get("recommendation") or {}
     busy_ids = [f["id"] for f in busy.get("findings", [])]
     same = (busy_advice.get("settings"), busy_advice.get("env")) == (advice.get("settings"), advice.get("env"))
-    honest = same or ("loader-too-busy-to-tell" in busy_ids and "loader-faster-settings" not in busy_ids)
+    # Another setting is honest only where nothing is presented as faster outright: too busy to tell,
+    # or the answer for the load measured with the quiet side named unmeasured (verdict under-load).
+    honest = same or ("loader-faster-settings" not in busy_ids and busy_advice.get("verdict") != "faster" and (
+        "loader-too-busy-to-tell" in busy_ids or "loader-load-decides" in busy_ids))
     result["busy"] = {"recommended": busy_advice.get("config"), "verdict": busy_advice.get("verdict"),
                       "decided": busy_advice.get("decided"), "same_as_quiet": same, "ids": busy_ids,
                       "load": busy_advice.get("load"), "honest": honest,

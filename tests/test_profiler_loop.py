@@ -72,12 +72,15 @@ def test_a_real_loop_run_keeps_the_json_contract(project):
         assert low <= config["epoch_batches_per_s"] <= high
     advice = document["recommendation"]
     assert advice["baseline"] == "current" and advice["epochs"] == 2
-    assert advice["verdict"] in ("faster", "baseline", "undecided")
+    assert advice["verdict"] in ("faster", "under-load", "baseline", "undecided")
     decided = advice["decided"]
     ids = result.ids()
-    if advice["verdict"] == "faster":
+    if advice["verdict"] in ("faster", "under-load"):
         assert advice["config"] in decided["tied"] and decided["leader"] in decided["contenders"]
-        assert advice["speedup_range"][0] > 1.0 and "loader-faster-settings" in ids
+        assert advice["speedup_range"][0] > 1.0
+        # Faster outright only where the run was quiet; under load the answer names its load.
+        assert ("loader-faster-settings" in ids) == (advice["verdict"] == "faster")
+        assert ("loader-load-decides" in ids) or advice["verdict"] == "faster"
     else:
         assert advice["config"] == "current" and advice["speedup"] == 1.0 and "loader-faster-settings" not in ids
         assert ("loader-too-busy-to-tell" in ids) != ("loader-default-is-best" in ids)

@@ -103,12 +103,28 @@ def test_when_busy_and_quiet_rounds_pick_different_threads_both_settings_are_giv
     assert "export OMP_NUM_THREADS=1" in decides["fix"] and "OMP_NUM_THREADS=2" in decides["fix"]
 
 
-def test_fewer_threads_winning_in_rounds_that_were_all_busy_names_the_quiet_side_unmeasured():
+def test_a_win_in_rounds_that_were_all_busy_holds_for_that_load_and_names_the_quiet_side_unmeasured():
     found, advice = replay({"current": [1.0, 1.0, 1.0], "default": [1.4, 1.5, 1.4],
                             "default-threads-1": [2.0, 2.1, 2.0]}, [1.5, 1.7, 1.6])
-    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    assert advice["verdict"] == "under-load" and advice["config"] == "default-threads-1"
     decides = found["loader-load-decides"]
-    assert decides["evidence"]["quiet"]["measured"] is False and "rerun when quiet" in decides["fix"]
+    assert decides["evidence"]["under_load"]["config"] == "default-threads-1"
+    assert decides["evidence"]["under_load"]["ratio_to_baseline"] == pytest.approx(2.0, abs=0.01)
+    assert decides["evidence"]["quiet"] == {"config": None, "measured": False}
+    assert decides["evidence"]["under_load"]["code"] == advice["code"] and "OMP_NUM_THREADS=1" in advice["code"]
+    assert "rerun when quiet" in decides["fix"] and "--budget 120" in decides["fix"]
+    assert "export OMP_NUM_THREADS=1" in decides["fix"]
+    # Nothing is presented as faster without the load it was measured under (issue 31).
+    assert "loader-faster-settings" not in found and "loader-default-is-best" not in found
+
+
+def test_a_busy_run_whose_quiet_rounds_chose_the_same_is_faster_outright():
+    # Rounds 0, 2, 4 under load, 1 and 3 quiet: one thread wins in both kinds of round.
+    found, advice = replay({"current": [1.0, 1.0, 1.0, 1.0, 1.0], "default": [1.4, 1.5, 1.4, 1.5, 1.4],
+                            "default-threads-1": [2.0, 2.1, 2.0, 2.1, 2.0]}, [1.5, 0.1, 1.6, 0.2, 1.4])
+    assert advice["by_load"] == {"busy": "default-threads-1", "quiet": "default-threads-1"}
+    assert advice["verdict"] == "faster" and "loader-faster-settings" in found
+    assert "loader-load-decides" not in found
 
 
 # Recorded on the 2-core test machine (maintainers/benchmark_profiler_grid.py's graph and step, epoch
@@ -140,16 +156,20 @@ def test_the_same_rounds_on_a_quiet_machine_follow_the_medians():
 def test_of_contenders_within_the_tie_the_cheapest_is_chosen_even_under_load():
     found, advice = replay({"current": [1.0, 1.0, 1.0], "default-threads-1": [2.0, 2.2, 1.9],
                             "workers-2-threads-1": [2.1, 2.1, 2.0]}, [1.5, 1.4, 1.5])
-    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    assert advice["verdict"] == "under-load" and advice["config"] == "default-threads-1"
     assert advice["decided"]["tied"] == ["default-threads-1", "workers-2-threads-1"]
-    assert advice["decided"]["unsettled"] == [] and "loader-faster-settings" in found
+    assert advice["decided"]["unsettled"] == [] and "loader-faster-settings" not in found
+    assert found["loader-load-decides"]["evidence"]["under_load"]["config"] == "default-threads-1"
 
 
 def test_a_leader_that_beat_the_cheaper_ones_in_every_round_is_chosen_under_load_too():
     found, advice = replay({"current": [1.0, 1.0, 1.0], "default-threads-1": [2.0, 2.2, 1.9],
                             "workers-2-threads-1": [2.6, 2.5, 2.4]}, [1.5, 1.4, 1.5])
-    assert advice["verdict"] == "faster" and advice["config"] == "workers-2-threads-1"
+    assert advice["verdict"] == "under-load" and advice["config"] == "workers-2-threads-1"
     assert advice["decided"]["contenders"] == ["workers-2-threads-1"]
+    decides = found["loader-load-decides"]
+    assert decides["evidence"]["under_load"]["settings"] == {"num_workers": 2, "persistent_workers": True}
+    assert "loader-faster-settings" not in found
 
 
 def blocks_of(rates):
@@ -205,7 +225,7 @@ def test_persistent_workers_pay_their_start_up_once_over_the_run_s_epochs():
 def test_one_quiet_round_is_not_a_quiet_side_the_load_still_decides():
     found, advice = replay({"current": [1.0, 1.0, 1.0, 1.0], "default": [1.4, 1.5, 1.4, 3.0],
                             "default-threads-1": [2.0, 2.1, 2.0, 3.1]}, [1.5, 1.7, 1.6, 0.1])
-    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    assert advice["verdict"] == "under-load" and advice["config"] == "default-threads-1"
     decides = found["loader-load-decides"]
     assert decides["evidence"]["quiet"]["measured"] is False and decides["evidence"]["load"]["busy_blocks"] == 9
 
@@ -245,7 +265,7 @@ def test_a_round_lost_by_less_than_the_gain_does_not_keep_a_setting_in_contentio
     found, advice = replay({"current": [2.0, 2.0, 2.0, 2.0, 2.0],
                             "default-threads-1": [24.0, 20.3, 29.2, 30.4, 27.2],
                             "workers-1-threads-1": [19.9, 20.6, 20.1, 19.6, 19.9]}, [1.3, 1.2, 1.4, 1.3, 1.3])
-    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
+    assert advice["verdict"] == "under-load" and advice["config"] == "default-threads-1"
     assert advice["decided"]["contenders"] == ["default-threads-1"]
 
 
@@ -282,8 +302,8 @@ def test_of_five_rounds_under_load_one_may_go_the_other_way():
              "workers-1-threads-1": [22.48, 28.32, 25.23, 27.04, 28.40],
              "workers-2-threads-1": [24.87, 25.59, 25.31, 24.23, 23.34]}
     found, advice = replay(rates, [1.0, 1.0, 1.0, 1.0, 1.0])
-    assert advice["verdict"] == "faster" and advice["config"] == "default-threads-1"
-    assert advice["decided"]["contenders"] == ["default-threads-1"]
+    assert advice["verdict"] == "under-load" and advice["config"] == "default-threads-1"
+    assert advice["decided"]["contenders"] == ["default-threads-1"] and "loader-load-decides" in found
     # Two such rounds of five are not a burst: the rounds disagree.
     rates["default-threads-1"][2] = 20.0
     found, advice = replay(rates, [1.0, 1.0, 1.0, 1.0, 1.0])

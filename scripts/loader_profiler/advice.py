@@ -69,7 +69,7 @@ def paired_recommendation(configs, spec, ranks, blocks, baseline):
     load = plan.load_of(blocks)
     section = {
         "config": chosen["name"], "settings": kwargs, "env": env, "loader_cores": None,
-        "verdict": verdict, "beats_default": verdict == "faster" and chosen["name"] != "default"
+        "verdict": verdict, "beats_default": verdict in ("faster", "under-load") and chosen["name"] != "default"
         and (default is None or plan.wins(blocks, chosen["name"], "default") or baseline != "default"),
         "baseline": baseline, "speedup": chosen["ratio_to_baseline"],
         "speedup_range": chosen["ratio_to_baseline_range"],

@@ -379,7 +379,9 @@ def choose_paired(configs, blocks, baseline):
     is unsettled: the rounds disagree about it by more than the difference. On a quiet machine the
     medians decide (the leader's group); under load the disagreement may be the load's doing (more
     processes win CPU share, fewer threads wait less), so nothing is presented as faster ("undecided").
-    verdict: "faster", "baseline" (nothing beat it and nothing looked faster), or "undecided"."""
+    verdict: "faster", "under-load" (faster in every round, but the run was busy and its quiet rounds, if
+    any, did not pick the same: the answer for this load only), "baseline" (nothing beat it and nothing
+    looked faster), or "undecided"."""
     ok = {c["name"]: c for c in measured(configs) if c.get("rounds")}
     base = ok.get(baseline)
     if base is None:
@@ -412,6 +414,10 @@ def choose_paired(configs, blocks, baseline):
               "tied": [c["name"] for c in tied], "unsettled": unsettled, "busy": loaded}
     if unsettled and loaded:
         return base, "undecided", base, detail
+    if loaded and winners_by_load(blocks, configs).get("quiet") not in detail["tied"]:
+        # Measured under load: more processes win CPU share and fewer threads wait less there, so the
+        # quiet machine's ranking can differ; unless quiet rounds agreed, the answer holds for this load.
+        return chosen, "under-load", base, detail
     return chosen, "faster", base, detail
 
 

@@ -64,6 +64,7 @@ def settings_text(settings):
 
 
 VERDICTS = {"faster": "beats %s in every round",
+            "under-load": "beats %s in every round under the load measured; a quiet machine's answer is not measured",
             "baseline": "nothing beat %s in every round: keep it",
             "undecided": "could not tell: the rounds disagree by more than the differences; keep %s"}
 
@@ -82,7 +83,7 @@ def contest(advice):
     if decided.get("unsettled") and advice["verdict"] == "undecided":
         lines.append("under load the leader did not leave %s behind: which is faster on a quiet machine is "
                      "not measured" % ", ".join(cell(n) for n in decided["unsettled"]))
-    elif advice["verdict"] == "faster":
+    elif advice["verdict"] in ("faster", "under-load"):
         lines.append("chosen: the cheapest within 5%% of the leader at the median (%s); persistent workers' "
                      "start-up counted once over %s epochs (--epochs)" % (
                          ", ".join(cell(n) for n in decided.get("tied") or []), advice.get("epochs")))

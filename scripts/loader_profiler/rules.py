@@ -182,6 +182,8 @@ def paired_recommendation(advice, options):
     evidence = {k: advice.get(k) for k in PAIRED_EVIDENCE}
     if advice["verdict"] == "faster":
         return [finding("loader-faster-settings", evidence, fix=advice["code"])]
+    if advice["verdict"] == "under-load":
+        return []  # faster under the load measured only: load_decides says so, with both sides
     load = advice.get("load") or {}
     if advice["verdict"] == "undecided" and plan.busy_load(load):
         budget = options.bounds["quiet_retry_budget_s"]
@@ -196,45 +198,50 @@ def paired_recommendation(advice, options):
 
 
 def load_decides(facts, options):
-    """The winner under load and the winner when quiet differ (both measured), or fewer threads won
-    under load and the quiet side was not measured (fewer than MIN_ROUNDS rounds were quiet): say so
-    and give both settings."""
+    """The answer depends on the load: the run was busy and its answer holds for that load only
+    (verdict "under-load": the quiet side measured in too few rounds, or picking another setting), or
+    rounds under load and quiet rounds picked different winners. Say so and give the setting under load
+    and the quiet one, or the command that measures the quiet one."""
     advice = facts.get("recommendation") or {}
     if "verdict" not in advice:
         return []
     configs = {c["name"]: c for c in plan.measured(facts.get("configs") or [])}
     by_load = advice.get("by_load") or {}
     load = advice.get("load") or {}
-    if by_load.get("busy") and by_load.get("quiet") and by_load["busy"] != by_load["quiet"]:
-        busy, quiet, measured_quiet = configs[by_load["busy"]], configs[by_load["quiet"]], True
-    elif (advice["verdict"] == "faster" and "quiet" not in by_load and plan.busy_load(load)
-          and configs.get(advice["config"])):
-        busy = configs[advice["config"]]
-        more = [c for c in configs.values() if c.get("rounds") and c["settings"]["num_workers"] ==
-                busy["settings"]["num_workers"] and c["settings"]["torch_threads"] > busy["settings"]["torch_threads"]]
-        if not more:
-            return []
-        quiet, measured_quiet = max(more, key=lambda c: c["settings"]["torch_threads"]), False
+    if advice["verdict"] == "under-load" and configs.get(advice["config"]):
+        busy, quiet = configs[advice["config"]], configs.get(by_load.get("quiet"))
+    elif by_load.get("busy") and by_load.get("quiet") and by_load["busy"] != by_load["quiet"]:
+        busy, quiet = configs[by_load["busy"]], configs[by_load["quiet"]]
     else:
         return []
-    if busy["settings"] == quiet["settings"]:
+    if quiet is not None and busy["settings"] == quiet["settings"]:
         return []
     from .advice import env_of, kwargs_of
-    evidence = {"under_load": {"config": busy["name"], "settings": kwargs_of(busy["settings"]),
-                               "env": env_of(busy["settings"])},
-                "quiet": {"config": quiet["name"], "settings": kwargs_of(quiet["settings"]),
-                          "env": env_of(quiet["settings"]), "measured": measured_quiet},
-                "load": load}
-    how = ("measured in the quiet rounds" if measured_quiet else
-           "not measured: fewer than two rounds here were quiet; rerun when quiet to confirm: %s" % rerun(options))
+
+    def described(config):
+        return {"config": config["name"], "settings": kwargs_of(config["settings"]), "env": env_of(config["settings"])}
 
     def setting(config):
         kwargs = ", ".join("%s=%r" % item for item in kwargs_of(config["settings"]).items())
         return "export OMP_NUM_THREADS=%d%s" % (config["settings"]["torch_threads"],
                                                 " with NeighborLoader(..., %s)" % kwargs if kwargs else "")
+    under_load = dict(described(busy), ratio_to_baseline=busy.get("ratio_to_baseline"),
+                      ratio_to_baseline_range=busy.get("ratio_to_baseline_range"))
+    if busy["name"] == advice["config"]:
+        under_load["code"] = advice["code"]
+    evidence = {"under_load": under_load, "quiet": dict(described(quiet), measured=True) if quiet else
+                {"config": None, "measured": False}, "load": load, "verdict": advice["verdict"]}
+    if quiet:
+        when_quiet = "%s (measured in the quiet rounds)" % setting(quiet)
+    else:
+        retry = rerun(options, "--budget", str(options.bounds["quiet_retry_budget_s"]))
+        when_quiet = ("not measured (fewer than two rounds were quiet, and the ranking can differ there): "
+                      "rerun when quiet: %s" % retry)
+    speedup = busy.get("ratio_to_baseline")
     return [finding("loader-load-decides", evidence,
-                    fix="under load (other processes busy): %s; when the machine is quiet: %s (%s)"
-                        % (setting(busy), setting(quiet), how))]
+                    fix="under load (other processes' CPU %s cores): %s%s; when the machine is quiet: %s"
+                        % (load.get("other_cpu_cores_median"), setting(busy),
+                           " (%.2fx your settings, paired)" % speedup if speedup else "", when_quiet))]
 
 
 def bound_by(facts, options):
