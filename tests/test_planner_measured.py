@@ -54,9 +54,9 @@ print(json.dumps(out))
 '''
 
 
-def plan(*args):
+def plan(*args, env=None):
     completed = subprocess.run([sys.executable, str(PLANNER)] + [str(a) for a in args], capture_output=True,
-                               text=True, timeout=300)
+                               text=True, timeout=300, env=env)
     assert completed.returncode in (0, 1), completed.stderr[-2000:]
     return json.loads(completed.stdout)
 
@@ -84,14 +84,30 @@ def measure_together(specs):
     return results
 
 
+CALIBRATION_TEMP_LEFT = []
+
+
 @pytest.fixture(scope="session")
 def calibrated(tmp_path_factory):
-    """One --calibrate run for the session; its coefficients, saved for the plans below."""
-    document = plan("--calibrate", "--timeout", "240", "--nodes", 1000, "--edges", 10000)
+    """One --calibrate run for the session, with a temp dir of its own; its coefficients, saved for the
+    plans below (the temp dir's contents after the run: CALIBRATION_TEMP_LEFT)."""
+    from conftest import clean_env
+    temp = tmp_path_factory.mktemp("calibrate-temp")
+    document = plan("--calibrate", "--timeout", "240", "--nodes", 1000, "--edges", 10000,
+                    env=clean_env({"TMPDIR": str(temp)}))
     assert document["coefficients"]["used"] == "calibrated", document["findings"]
     path = tmp_path_factory.mktemp("coefficients") / "coefficients.json"
     path.write_text(json.dumps(document["coefficients"]["values"]))
+    CALIBRATION_TEMP_LEFT[:] = sorted(entry.name for entry in temp.iterdir())
     return path
+
+
+def test_calibration_builds_every_conv_and_leaves_nothing_in_the_temp_dir(calibrated):
+    # PyG renders each conv's propagate (GAT's edge_updater too) into a .py file in the temp dir and
+    # never removes it: before the probe removed its own, every --calibrate left six there.
+    values = json.loads(calibrated.read_text())
+    assert set(values["conv"]) == {"sage", "gcn", "gat", "gin", "transformer"}
+    assert CALIBRATION_TEMP_LEFT == []
 
 
 def design(document, name):

@@ -357,6 +357,20 @@ def remeasure(advice, size):
     return json.loads(completed.stdout)
 
 
+def test_a_model_s_convs_leave_nothing_in_the_temp_dir(sampling, tmp_path):
+    # PyG renders each conv's propagate (GAT's edge_updater too) into a .py file in the temp dir and never
+    # removes it: a day of test runs had left 983 in /tmp. The ranks remove their own.
+    temp, work = tmp_path / "tmp", tmp_path / "cwd"
+    temp.mkdir()
+    work.mkdir()
+    result = profile("--synthetic", "2000,20000,16", "--stand-in", "gat,2,16", "--budget", "10", cwd=work,
+                     env=clean_env({"TMPDIR": str(temp)}))
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    assert result.json["request"]["loop"]["kind"] == "stand-in"
+    assert [b for b in result.json["blocks"] if b["steps"] >= 1], result.json["findings"]
+    assert sorted(entry.name for entry in temp.iterdir()) == [] and list(work.iterdir()) == []
+
+
 def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, tmp_path, token):
     watched = [tmp_path, SCRIPTS]
     before = tree_state(*watched)
@@ -378,7 +392,9 @@ def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, t
     assert split["batch_s"] == pytest.approx(split["sample_s"] + split["fetch_s"] + split["collate_s"])
     advice = document["recommendation"]
     assert {"settings", "env", "speedup", "code"} <= set(advice)
-    assert ("loader-faster-settings" in result.ids()) == advice["beats_default"]
+    under_load = advice.get("verdict") == "under-load"  # faster for the load measured only: said so
+    assert ("loader-faster-settings" in result.ids()) == (advice["beats_default"] and not under_load)
+    assert ("loader-load-decides" in result.ids()) or not under_load
     assert ("loader-default-is-best" in result.ids() or "loader-too-busy-to-tell" in result.ids()) != \
         advice["beats_default"]  # issue 31: on a busy machine it may say it cannot tell
     if not advice["beats_default"]:

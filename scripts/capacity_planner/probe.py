@@ -11,6 +11,7 @@ import os
 import sys
 
 from diagnostics_core import calls
+from diagnostics_core.sandbox import remove_rendered_templates
 
 STATUS_FIELDS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem")
 
@@ -155,6 +156,7 @@ def probe_conv(options, reporter):
     for kind in options.convs:
         for nodes, edges in options.conv_sizes:
             conv = make_conv(kind, options.channels, options.heads)
+            remove_rendered_templates()
             x = torch.randn(nodes, options.channels, requires_grad=True)  # an inner layer: its input needs grad
             edge_index = torch.randint(0, nodes, (2, edges))
             excluded = set(t.untyped_storage().data_ptr() for t in [x, edge_index] + list(conv.parameters()))

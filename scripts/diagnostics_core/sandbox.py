@@ -452,6 +452,25 @@ def quiet_child_process():
     tempfile.tempdir = existing_temp_dir(os.environ)
 
 
+def remove_rendered_templates():
+    """PyG renders a conv's propagate (and edge_updater) from a template into a .py file in the temp
+    dir, imports it and leaves the file there, one more each run. This process's own such files go
+    once imported (the module lives on in memory), so a run leaves nothing behind. -> paths removed."""
+    import tempfile
+    temp = os.path.realpath(tempfile.gettempdir())
+    removed = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if (name.startswith("torch_geometric.") and os.path.basename(path).startswith(name + "_")
+                and os.path.dirname(os.path.realpath(path)) == temp):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
 def refuse_sockets(active=lambda: True):
     """Make every Python-level socket creation fail in the child while active(), and note who tried.
 

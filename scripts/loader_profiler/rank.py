@@ -3,9 +3,10 @@ the loaders the coordinator asks for, answering on its pipe. User code runs here
 
 import os
 
+from diagnostics_core.sandbox import quiet_child_process, remove_rendered_templates
+
 
 def rank_main(rank, connection, barrier, spec, closed_fds):
-    from diagnostics_core.sandbox import quiet_child_process
     quiet_child_process()  # dies with the coordinator, writes nothing
     for fd in closed_fds:  # only the coordinator reports to the tool
         try:
@@ -14,11 +15,17 @@ def rank_main(rank, connection, barrier, spec, closed_fds):
             pass
     import torch
     default_threads = torch.get_num_threads()
-    ready = setup(spec)
-    connection.send(dict(ready.get("answer"), default_threads=default_threads))
-    if "data" not in ready:
-        return
-    samplers = {}
+    try:
+        ready = setup(spec)
+        connection.send(dict(ready.get("answer"), default_threads=default_threads))
+        if "data" in ready:
+            serve(ready, spec, {}, connection, barrier, default_threads)
+    finally:  # the user's modules and the model's convs (stand-in or the user's) were loaded here
+        remove_rendered_templates()
+
+
+def serve(ready, spec, samplers, connection, barrier, default_threads):
+    """Answer the coordinator's commands until it says stop."""
     while True:
         message = connection.recv()
         if message["command"] == "stop":
@@ -29,6 +36,7 @@ def rank_main(rank, connection, barrier, spec, closed_fds):
             connection.send(guarded(lambda: run_measure(ready, spec, samplers, message, barrier)))
         elif message["command"] == "step":
             connection.send(prepare_step(ready, spec, samplers))
+            remove_rendered_templates()  # now, too: a rank ended at its deadline never reaches the end
         elif message["command"] == "block":
             connection.send(guarded(lambda: run_block(ready, spec, samplers, message, barrier)))
 
