@@ -28,7 +28,7 @@ def tool_main(package, tool_name):
         if answered is not None:
             return answered
         return importlib.import_module(name + ".cli").main(argv)
-    main.package = name
+    main.package = package  # the module itself: run_script reads its child's names from it
     return main
 
 
@@ -36,7 +36,7 @@ def run_script(main):
     """Exit with main()'s code, or, when argv is `<CHILD_FLAG> <options>`, with the package's child's.
     A package with a child names it in its __init__: CHILD_FLAG (not a user flag) and CHILD_MODULE."""
     if len(sys.argv) > 2 and sys.argv[1].startswith("--internal-child"):
-        package = importlib.import_module(main.package)
+        package = main.package
         if sys.argv[1] == getattr(package, "CHILD_FLAG", None):
             sys.exit(importlib.import_module(package.CHILD_MODULE).child_main(sys.argv[2]))
     sys.exit(main())

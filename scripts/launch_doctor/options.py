@@ -9,7 +9,8 @@ SLURM_SHORT = {"-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task", "-G": "gpus
                "-F": "nodefile", "-S": "core-spec"}
 SLURM_SHORT_FLAGS = {"-l": "label", "-u": "unbuffered", "-v": "verbose", "-Q": "quiet", "-K": "kill-on-bad-exit",
                      "-s": "oversubscribe", "-O": "overcommit", "-h": "help", "-k": "no-kill", "-X": "disable-status",
-                     "-Z": "no-allocate", "-E": "preserve-env", "-H": "hold", "-I": "immediate"}
+                     "-Z": "no-allocate", "-E": "preserve-env", "-H": "hold", "-I": "immediate",
+                     "-V": "version"}
 SLURM_VALUES = set(SLURM_SHORT.values()) | {
     "ntasks-per-node", "gpus-per-node", "gpus-per-task", "gres", "mem", "mem-per-cpu", "mem-per-gpu",
     "cpu-bind", "mpi", "export", "cpus-per-gpu", "ntasks-per-socket", "ntasks-per-core", "ntasks-per-gpu",

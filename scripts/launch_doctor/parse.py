@@ -202,7 +202,7 @@ def read_command(job, words, background, number, line, exports, partial):
             "exports": dict((k, dict(v)) for k, v in exports.items()), "partial": partial}
     if command_name(program_words[0]) == "srun":
         options, rest, unknown = slurm_options(program_words[1:])
-        if options.get("help") or options.get("usage") or options.get("version") or "-V" in unknown:
+        if options.get("help") or options.get("usage") or options.get("version"):
             return  # srun prints and exits: no step, no tasks
         step.update(launcher="srun", srun=options, srun_unknown=unknown, program=program_of(rest))
     else:
