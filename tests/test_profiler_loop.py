@@ -1,8 +1,9 @@
 """The profiler measures the training loop: a real PyG graph, a real model step given with --step, the
 user's settings as --current; a real run keeps its JSON contract, a step that raises is reported once.
-How good its recommendation is (against a full grid of settings, and again under two CPU hogs) is timing,
-so it is a benchmark, not a test: maintainers/benchmark_profiler_grid.py (the graph and the loop here are
-its own); its decisions are replayed on recorded rounds in tests/test_profiler_rounds.py."""
+Under CPU hogs started here, nothing is presented as faster outright (that is not timing: the load decides
+the verdict). How good its recommendation is against a full grid of settings is timing, so it is a
+benchmark, not a test: maintainers/benchmark_profiler_grid.py (the graph and the loop here are its own);
+its decisions are replayed on recorded rounds in tests/test_profiler_rounds.py."""
 
 import os
 import subprocess
@@ -94,3 +95,27 @@ def test_a_step_that_raises_is_reported_once_and_nothing_is_measured(project):
     assert "shapes cannot be multiplied" in found["evidence"]["error"] and "broken" in found["evidence"]["traceback"]
     assert "--loader-only" in found["fix"] and "train:broken" not in found["fix"]
     assert result.json["configs"] == []
+
+
+@pytest.mark.finding("loader-load-decides", "loader-too-busy-to-tell")
+def test_under_cpu_hogs_nothing_is_presented_as_faster_outright(project):
+    """A busy machine gets the too-busy finding, or the answer for its load with the quiet side named
+    unmeasured and the command that measures it; never loader-faster-settings (issue 31)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+            for _ in range(len(os.sched_getaffinity(0)))]
+    try:
+        result = profile(project, 20, extra=("--epochs", "2"))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait(10)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    advice, ids = result.json["recommendation"], result.ids()
+    assert advice["load"]["other_cpu_cores_median"] >= 0.5, advice["load"]  # the hogs were seen
+    assert "loader-faster-settings" not in ids and advice["verdict"] in ("under-load", "undecided", "baseline")
+    if advice["verdict"] == "under-load":
+        decides = result.only("loader-load-decides")
+        assert decides["evidence"]["under_load"]["config"] == advice["config"]
+        assert decides["evidence"]["quiet"]["measured"] is False and "rerun when quiet" in decides["fix"]
+    elif advice["verdict"] == "undecided":
+        assert "loader-too-busy-to-tell" in ids and advice["config"] == "current"
