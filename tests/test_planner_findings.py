@@ -57,6 +57,10 @@ def test_the_papers100m_plan_names_what_fits_and_why_with_every_figure_sourced()
     assert document["cheapest_fit"] == "one-process-loader" and document["fits_all_gpus"] == "ddp-shared-copy"
     found = [f for f in document["findings"] if f["id"] == "plan-cheapest-fit"][0]
     assert found["evidence"]["design"] == "one-process-loader" and "NeighborLoader(" in found["fix"]
+    # It uses one GPU of four: the design that uses them all comes with its own launch line.
+    assert found["evidence"]["gpus_used"] == 1 and found["evidence"]["all_gpus"]["gpus"] == 4
+    assert found["evidence"]["all_gpus"]["launch"] == shared["launch"] and shared["launch"] in found["fix"]
+    assert "to use all 4, ddp-shared-copy:" in found["fix"]
     everything = list(figures(document))
     assert len(everything) > 40
     for item in everything:
@@ -157,4 +161,5 @@ def test_the_markdown_report_shows_every_design_and_the_whole_provenance():
     # the calibration's description is ours and short: shown whole, not cut inside a list
     how = document["coefficients"]["provenance"]["how"].replace("[", "\\[").replace("]", "\\]")
     assert how in report
-    assert "Cheapest that fits: `%s`." % document["cheapest_fit"] in report
+    assert "Cheapest that fits: `%s`; the first that uses every GPU: `%s`." % (
+        document["cheapest_fit"], document["fits_all_gpus"]) in report

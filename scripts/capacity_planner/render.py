@@ -43,8 +43,9 @@ def to_markdown(document):
                 "yes" if design["fits"]["all"] else "not needed" if design.get("applies") is False
                 else "no (%s)" % ", ".join(failed)))
         lines.append("")
-        lines.append("Cheapest that fits: %s." % (code(document["cheapest_fit"]) if document["cheapest_fit"]
-                                                   else "none"))
+        lines.append("Cheapest that fits: %s; the first that uses every GPU: %s." % (
+            code(document["cheapest_fit"]) if document["cheapest_fit"] else "none",
+            code(document["fits_all_gpus"]) if document.get("fits_all_gpus") else "none"))
         lines.append("")
     for step in document.get("preprocessing", []):
         lines.append("- one-off %s: peak %s" % (code(step["step"]), gib(step["peak"]["bytes"])))

@@ -20,9 +20,16 @@ def cheapest_fit(facts, options):
     design = [d for d in facts["designs"] if d["design"] == chosen][0]
     evidence = {"design": chosen, "host_ram_per_node_peak": design["host"]["per_node_peak"]["bytes"],
                 "shm_per_node": design["host"]["shm_per_node"]["bytes"], "gpu_per_rank": design["gpu"]["bytes"],
-                "fits_all_gpus": facts.get("fits_all_gpus")}
-    return [finding("plan-cheapest-fit", evidence,
-                    "%s  # a launch line to adapt, not run by this tool" % design["launch"])]
+                "gpus_used": design["gpus"], "fits_all_gpus": facts.get("fits_all_gpus")}
+    fix = "%s  # a launch line to adapt, not run by this tool" % design["launch"]
+    everything = [d for d in facts["designs"] if d["design"] == facts.get("fits_all_gpus")]
+    if everything and everything[0]["design"] != chosen:
+        # The cheapest design may leave GPUs idle; the one that uses them all is the launch most want.
+        evidence["all_gpus"] = {"design": everything[0]["design"], "gpus": everything[0]["gpus"],
+                                "launch": everything[0]["launch"]}
+        fix += "; it uses %d GPU(s): to use all %d, %s: %s" % (
+            design["gpus"], everything[0]["gpus"], everything[0]["design"], everything[0]["launch"])
+    return [finding("plan-cheapest-fit", evidence, fix)]
 
 
 def nothing_fits(facts, options):
