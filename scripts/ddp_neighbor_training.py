@@ -290,8 +290,11 @@ INDUCTOR_GUARD = None
 
 
 def stack_missing(error):
-    fix = "%s -m pip install torch==2.13.0 torch_geometric  # then: python3 %s --require-neighbor-backend" % (
-        sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py"))
+    from diagnostics_core.calls import stack_fix
+    from diagnostics_core.sandbox import missing_torch_stack
+    fix = "%s; then: python3 %s --require-neighbor-backend" % (
+        stack_fix(missing_torch_stack() or ["torch", "torch_geometric"]),
+        text.quote(os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py")))
     return cli.UsageError(
         "ddp_neighbor_training.py: error: %s: %s -- this recipe needs torch and torch_geometric in %s: %s"
         % (type(error).__name__, error, sys.executable, fix), "ddp-stack-missing",

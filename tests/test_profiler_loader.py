@@ -234,7 +234,9 @@ def test_interpreter_without_torch_is_refused(quick_runs):
     assert result.returncode == 2
     found = result.only("loader-stack-missing")
     assert set(found["evidence"]["missing"]) == {"torch", "torch_geometric"}
-    assert "-m pip install torch torch_geometric" in found["fix"]
+    # torch pinned to its CPU build (PyPI's default Linux torch is a multi-GB CUDA one), then PyG and psutil
+    assert "-m pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu && " in found["fix"]
+    assert "-m pip install torch_geometric psutil  # " in found["fix"] and "check_sampling_backends.py" in found["fix"]
 
 
 def unmeasured(result, finding_id):

@@ -338,3 +338,8 @@ def test_interpreter_without_torch_leaves_nothing_in_tmpdir(tmp_path):
     python = pyenv_python("3.11", with_torch=False)
     completed, left = run_in_fresh_tmpdir(tmp_path, [str(python), str(SCRIPT)])
     assert_refused_cleanly(completed, left, "ddp-stack-missing")
+    # torch pinned to its CPU build (an unpinned or untagged pin pulls PyPI's CUDA build on Linux)
+    fix = json.loads(completed.stdout)["findings"][0]["fix"]
+    assert fix.startswith("%s -m pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu && "
+                          "%s -m pip install torch_geometric  # " % (python, python)), fix
+    assert fix.endswith("check_sampling_backends.py --require-neighbor-backend")

@@ -121,5 +121,7 @@ def test_without_torch_the_store_checker_names_the_remedy(tmp_path):
     assert result.ids() == ["store-stack-missing"]
     found = result.only("store-stack-missing")
     assert found["evidence"]["missing"] == ["torch", "torch_geometric"]
-    assert found["fix"].startswith("%s -m pip install torch torch_geometric" % python)
+    # torch pinned to its CPU build: an unpinned `pip install torch` on Linux pulls PyPI's CUDA build
+    assert found["fix"].startswith("%s -m pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/"
+                                   "whl/cpu && %s -m pip install torch_geometric  # " % (python, python))
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -157,15 +157,29 @@ def type_name(value):
 
 def require_torch_stack(tool, finding_id):
     """UsageError naming what is missing when torch or torch_geometric cannot be imported here."""
-    from .text import quote
     missing = sandbox.missing_torch_stack()
     if not missing:
         return
     raise UsageError("%s.py: error: %s not importable by %s (%s)" % (
         tool.name, " and ".join(missing), sys.executable, finding_id), finding_id,
         {"missing": missing, "interpreter": sys.executable, "python": sys.version.split()[0]},
-        fix="%s -m pip install torch torch_geometric  # or run this tool with the interpreter of the "
-            "training environment" % quote(sys.executable))
+        fix=stack_fix(missing))
+
+
+def stack_fix(missing, extra=()):
+    """Install what is missing into this interpreter (torch's CPU build), or use the training one."""
+    from . import wheels
+    from .text import quote
+    notes = []
+    if "torch" in missing:
+        if sys.version_info[:2] < wheels.TORCH_PIN_NEEDS_PYTHON:
+            notes.append("torch %s needs Python %d.%d+, this is %d.%d" % (
+                (wheels.TORCH_PIN,) + wheels.TORCH_PIN_NEEDS_PYTHON + tuple(sys.version_info[:2])))
+        checker = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "check_sampling_backends.py")
+        notes.append("torch's CPU build; a GPU machine's line: python3 %s" % quote(checker))
+    notes.append("or run this tool with the interpreter of the training environment")
+    return "%s  # %s" % (wheels.stack_install_command(quote(sys.executable), missing, extra), "; ".join(notes))
 
 
 def start_child(options_text):

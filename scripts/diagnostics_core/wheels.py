@@ -273,6 +273,19 @@ def torch_install_command(release, variant, python="python", platform_name="linu
                                                                         TORCH_INDEX.format(variant=variant)), uv)
 
 
+def stack_install_command(python, missing, extra=(), platform_name=None):
+    """The line that makes the missing ones of torch and torch_geometric importable by `python`: torch
+    pinned to its CPU build (PyPI's default Linux torch is a multi-GB CUDA build), then PyG and `extra`."""
+    import platform
+    if platform_name is None:
+        platform_name = platform_key({"system": platform.system(), "machine": platform.machine()})
+    parts = []
+    if "torch" in missing:
+        parts.append(torch_install_command(TORCH_PIN, "cpu", python, platform_name))
+    parts.append(pip_command(python, " ".join(("install", "torch_geometric") + tuple(extra))))
+    return " && ".join(parts)
+
+
 def newest_torch_with_wheels(variant, platform_name, python_version):
     """The newest torch minor (and the release to pin) with wheels of every sampling extension."""
     minors = sorted({row[1] for row in WHEEL_ROWS}, key=parse_version, reverse=True)

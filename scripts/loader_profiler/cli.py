@@ -259,12 +259,11 @@ def stack_missing():
     missing = missing_torch_stack()
     if not missing:
         return None
-    from diagnostics_core.text import quote
+    from diagnostics_core.calls import stack_fix
     return UsageError("profile_loader.py: error: %s not importable by %s (loader-stack-missing)"
                       % (" and ".join(missing), sys.executable), "loader-stack-missing",
                       {"missing": missing, "interpreter": sys.executable, "python": sys.version.split()[0]},
-                      fix="%s -m pip install torch torch_geometric psutil  # or run the profiler with the "
-                          "interpreter of your training environment" % quote(sys.executable))
+                      fix=stack_fix(missing, ("psutil",)))
 
 
 def stderr_usable():
