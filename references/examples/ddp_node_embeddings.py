@@ -95,6 +95,7 @@ def run(rank, world_size, port, out_dir):
                         'grad_rows': grad_rows,
                         'optimizer_state_numel': state}, os.path.join(out_dir, kind + '.pt'))
         del model, opts
+    dist.barrier()  # every rank done with the group before any tears it down (gloo's threads)
     dist.destroy_process_group()
 
 

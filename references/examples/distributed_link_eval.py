@@ -62,6 +62,7 @@ def run(rank, world_size, port, out_dir):
     if rank == 0:
         torch.save({'sums': sums, 'mean_of_rank_mrrs': float(torch.cat(mrrs).mean())},
                    os.path.join(out_dir, 'eval.pt'))
+    dist.barrier()  # every rank done with the group before any tears it down (gloo's threads)
     dist.destroy_process_group()
 
 
