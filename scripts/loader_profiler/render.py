@@ -64,7 +64,7 @@ def settings_text(settings):
 
 
 VERDICTS = {"faster": "beats %s in every round",
-            "under-load": "beats %s in every round under the load measured; a quiet machine's answer is not measured",
+            "under-load": "beats %s in every round under the load measured; for a quiet machine see loader-load-decides",
             "baseline": "nothing beat %s in every round: keep it",
             "undecided": "could not tell: the rounds disagree by more than the differences; keep %s"}
 
