@@ -19,6 +19,7 @@ of the grid's time, or the busy run presented another setting as faster.
     ~/.venvs/scalable-distributed/bin/python maintainers/benchmark_profiler_grid.py   # 1-8 minutes on 2 cores
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -169,16 +170,23 @@ def grid_key(advice):
 
 
 
-def run_busy(folder, budget):
-    """The profiler under two spinning processes (the load the issue's user saw, on demand)."""
+@contextlib.contextmanager
+def cpu_hogs(count):
+    """`count` spinning processes for the duration of the block (the load the issue's user saw, on demand)."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-            for _ in range(2)]
+            for _ in range(count)]
     try:
-        return run_profiler(folder, budget)[1]
+        yield hogs
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait(10)
+
+
+def run_busy(folder, budget):
+    """The profiler under two spinning processes."""
+    with cpu_hogs(2):
+        return run_profiler(folder, budget)[1]
 
 
 def grid_noise(grid):

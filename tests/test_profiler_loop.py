@@ -14,7 +14,7 @@ import pytest
 from conftest import clean_env, invoke_tool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "maintainers"))
-from benchmark_profiler_grid import BATCH, CURRENT, TRAIN  # noqa: E402  (the benchmark's graph and loop)
+from benchmark_profiler_grid import BATCH, CURRENT, TRAIN, cpu_hogs  # noqa: E402  (the benchmark's graph and loop)
 
 ENABLE_SAMPLING = ("~/.venvs/scalable-distributed/bin/python -m pip install --no-build-isolation "
                    "torch-scatter==2.1.2 torch-sparse==0.6.18")
@@ -101,14 +101,8 @@ def test_a_step_that_raises_is_reported_once_and_nothing_is_measured(project):
 def test_under_cpu_hogs_nothing_is_presented_as_faster_outright(project):
     """A busy machine gets the too-busy finding, or the answer for its load with the quiet side named
     unmeasured and the command that measures it; never loader-faster-settings (issue 31)."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-            for _ in range(len(os.sched_getaffinity(0)))]
-    try:
+    with cpu_hogs(len(os.sched_getaffinity(0))):  # one per core this test may use
         result = profile(project, 20, extra=("--epochs", "2"))
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait(10)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     advice, ids = result.json["recommendation"], result.ids()
     assert advice["load"]["other_cpu_cores_median"] >= 0.5, advice["load"]  # the hogs were seen

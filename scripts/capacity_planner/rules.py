@@ -22,13 +22,12 @@ def cheapest_fit(facts, options):
                 "shm_per_node": design["host"]["shm_per_node"]["bytes"], "gpu_per_rank": design["gpu"]["bytes"],
                 "gpus_used": design["gpus"], "fits_all_gpus": facts.get("fits_all_gpus")}
     fix = "%s  # a launch line to adapt, not run by this tool" % design["launch"]
-    everything = [d for d in facts["designs"] if d["design"] == facts.get("fits_all_gpus")]
-    if everything and everything[0]["design"] != chosen:
+    widest = facts.get("fits_all_gpus")
+    if widest and widest != chosen:
         # The cheapest design may leave GPUs idle; the one that uses them all is the launch most want.
-        evidence["all_gpus"] = {"design": everything[0]["design"], "gpus": everything[0]["gpus"],
-                                "launch": everything[0]["launch"]}
-        fix += "; it uses %d GPU(s): to use all %d, %s: %s" % (
-            design["gpus"], everything[0]["gpus"], everything[0]["design"], everything[0]["launch"])
+        wide = [d for d in facts["designs"] if d["design"] == widest][0]
+        evidence["all_gpus"] = {"design": widest, "gpus": wide["gpus"], "launch": wide["launch"]}
+        fix += "; it uses %d GPU(s): to use all %d, %s: %s" % (design["gpus"], wide["gpus"], widest, wide["launch"])
     return [finding("plan-cheapest-fit", evidence, fix)]
 
 

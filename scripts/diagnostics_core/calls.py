@@ -155,15 +155,16 @@ def type_name(value):
     return kind.__qualname__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__, kind.__qualname__)
 
 
-def require_torch_stack(tool, finding_id):
-    """UsageError naming what is missing when torch or torch_geometric cannot be imported here."""
+def require_torch_stack(tool, finding_id, extra=()):
+    """UsageError naming what is missing when torch or torch_geometric cannot be imported here; its fix
+    installs them, and the packages in `extra` the tool also needs."""
     missing = sandbox.missing_torch_stack()
     if not missing:
         return
     raise UsageError("%s.py: error: %s not importable by %s (%s)" % (
         tool.name, " and ".join(missing), sys.executable, finding_id), finding_id,
         {"missing": missing, "interpreter": sys.executable, "python": sys.version.split()[0]},
-        fix=stack_fix(missing))
+        fix=stack_fix(missing, extra))
 
 
 def stack_fix(missing, extra=()):

@@ -253,19 +253,6 @@ def physical_memory():
         return None
 
 
-def stack_missing():
-    """A UsageError when torch or torch_geometric cannot be imported here (found without importing)."""
-    from diagnostics_core.sandbox import missing_torch_stack
-    missing = missing_torch_stack()
-    if not missing:
-        return None
-    from diagnostics_core.calls import stack_fix
-    return UsageError("profile_loader.py: error: %s not importable by %s (loader-stack-missing)"
-                      % (" and ".join(missing), sys.executable), "loader-stack-missing",
-                      {"missing": missing, "interpreter": sys.executable, "python": sys.version.split()[0]},
-                      fix=stack_fix(missing, ("psutil",)))
-
-
 def stderr_usable():
     """A closed stderr (`2>&-`) must change nothing but what is lost: fd 2 gets /dev/null, so that no
     file the tool opens later lands on fd 2 and sys.stderr is writable."""
@@ -293,9 +280,8 @@ def main(argv=None):
         if answered is not None:
             return answered
         check_combination(parser, options)
-        missing = stack_missing()
-        if missing is not None:
-            raise missing
+        from diagnostics_core import calls
+        calls.require_torch_stack(TOOL, "loader-stack-missing", extra=("psutil",))
     except UsageError as error:
         from .render import refuse
         return refuse(error, options, argv, started)
