@@ -1,10 +1,8 @@
 """The compare tool's command line."""
 
-import time
-
-from diagnostics_core import cli
-from .findings import TOOL, unreadable
-from .render import emit, render
+from diagnostics_core import cli, runner
+from .findings import GATE, TOOL, unreadable
+from .render import to_markdown
 from .reports import Malformed, load_report, report_paths
 from .rules import compare
 
@@ -82,33 +80,30 @@ def rule_too_large(too_large):
                     "gather it again on that node with the default (compact) detail, no --full: %s" % GATHER)]
 
 
-def main(argv=None):
-    started = time.time()
-    entries, findings, summary = [], [], {}
-    options = refusal = None
+def gather(run):
+    paths = report_paths(run.options.reports)
+    if not paths:
+        raise unreadable("no report given (pass report files or a folder of them)", {"arguments": run.options.reports})
     try:
-        options, answered = cli.parse_command_line(TOOL, build_parser(), argv)
-        if answered is not None:
-            return answered
-        paths = report_paths(options.reports)
-        if not paths:
-            raise unreadable("no report given (pass report files or a folder of them)",
-                             {"arguments": options.reports})
-        try:
-            paths, reports, too_large = read_reports(paths)
-            entries, findings, summary = compare(paths, reports)
-        except Malformed as error:  # a field with a type the checker never writes: name file and field
-            raise error.usage_error()
-        findings += rule_too_large(too_large)
-        document, exit_code = render(entries, findings, summary, started)
-    except cli.UsageError as error:
-        refusal = error.line
-        document, exit_code = render(entries, [error.finding(TOOL)], summary, started, usage_error=True)
-    except Exception as error:  # still one document, saying what broke
-        document, exit_code = render(entries, findings, summary, started, internal_error=cli.internal_error(
-            error, lambda e: "%s: %s" % (type(e).__name__, e)))
-    emit(document, options)  # first: a stdout that cannot take it ends the run with its own one line
-    if refusal is not None:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(refusal)
-    return exit_code
+        paths, reports, too_large = read_reports(paths)
+        entries, findings, summary = compare(paths, reports)
+    except Malformed as error:  # a field with a type the checker never writes: name file and field
+        raise error.usage_error()
+    run.facts.update(entries=entries, comparison=findings, groups=summary, too_large=too_large)
+
+
+def rule_comparison(facts, options):
+    return list(facts["comparison"])
+
+
+def rule_too_large_reports(facts, options):
+    return rule_too_large(facts["too_large"])
+
+
+def render(document, facts, options):
+    document.update(reports=facts.get("entries") or [], groups=facts.get("groups") or {})
+
+
+SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=(rule_comparison, rule_too_large_reports),
+                   gates=runner.error_gate(GATE), meta=lambda facts, options: {"read_only": True},
+                   markdown=lambda document, options: to_markdown(document))

@@ -10,7 +10,8 @@ VERSION = "1.0.0"
 GATE = "consistent"
 
 TOOL = Tool.from_registry("cluster_compare", "compare_reports", VERSION, SCHEMA_VERSION,
-                          usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool")
+                          usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool",
+                          interrupted_id="cluster-interrupted")
 
 CHECKER = script_command("check_sampling_backends.py")
 

@@ -1,23 +1,8 @@
-"""Rendering: the JSON document and the markdown table for people."""
+"""Rendering for people: the markdown table (the JSON document is the runner's)."""
 
 import json
-import sys
-import time
 
-from diagnostics_core import markdown
 from diagnostics_core.markdown import cell, code, finding_block
-from .findings import GATE, TOOL, VERSION
-
-
-def render(entries, findings, summary, started, internal_error=None, usage_error=False):
-    errors = any(f["severity"] == "error" for f in findings)
-    # The gate is not applied when the run never started (a usage error) or broke.
-    gates = {} if usage_error or internal_error is not None else {GATE: {"passed": not errors}}
-    meta = {"name": "compare_reports.py", "version": VERSION, "argv": sys.argv[1:],
-            "elapsed_s": round(time.time() - started, 3), "read_only": True}
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
-    document.update(reports=entries, groups=summary)
-    return document, exit_code
 
 
 def to_markdown(document):
@@ -41,7 +26,3 @@ def to_markdown(document):
             details.append("- evidence: %s" % code(json.dumps(item["evidence"], sort_keys=True)[:600]))
         lines.extend(finding_block(item, title, details))
     return "\n".join(lines).rstrip() + "\n"
-
-
-def emit(document, options):
-    markdown.emit(document, options, to_markdown)

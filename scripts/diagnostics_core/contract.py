@@ -41,9 +41,10 @@ when the document cannot be written, or the run is stopped (every tool):
 
 
 def registered_findings(package):
-    """The tool's finding table, id -> (severity, title), from its registry <package>/findings.json,
-    read as data (in a zipapp too). The metadata commands that need no table are answered before a
-    tool imports its table (diagnostics_core/fast.py)."""
+    """The tool's finding table, id -> (severity, title): its registry <package>/findings.json and the
+    findings every tool shares (diagnostics_core/findings.json: the user's environment), read as data (in a
+    zipapp too). The metadata commands that need no table are answered before a tool imports its table
+    (diagnostics_core/fast.py)."""
     from .fast import finding_table
     return dict((finding_id, tuple(entry)) for finding_id, entry in finding_table(package).items())
 
@@ -87,15 +88,15 @@ class Tool(object):
         return command
 
     def document(self, findings, gates, meta, usage_error=False, internal_error=None, static_only=False,
-                 interrupted=None):
+                 interrupted=None, interrupted_fix=None):
         """-> (the envelope with the tool's own section, exit code); the caller appends its fact sections.
         `interrupted`: the evidence of a run a signal stopped (interrupt.Interrupted.evidence())."""
         findings = sort_findings(findings)
         if internal_error is not None:
             findings.append(self.finding(self.internal_id, internal_error, fix="report it with this JSON attached"))
         if interrupted is not None:
-            findings.insert(0, self.finding(self.interrupted_id, interrupted, fix="run it again and let it "
-                                            "finish; the sections below hold what was measured before the signal"))
+            findings.insert(0, self.finding(self.interrupted_id, interrupted, fix=interrupted_fix or (
+                "run it again and let it finish; the sections below hold what was measured before the signal")))
             return {"schema_version": self.schema_version, "ok": False, "status": "interrupted",
                     "exit_code": interrupted["exit_code"], "findings": findings, "gates": {},
                     self.meta_key: meta}, interrupted["exit_code"]

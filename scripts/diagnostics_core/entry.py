@@ -1,6 +1,6 @@
 """What a tool's entry file does, once for every tool: answer the metadata commands before argparse
-loads, else hand the command line to <package>.cli.main; run as a script, start the package's child
-when the command line is its private child flag.
+loads, else run the tool its package declares (<package>.cli.SPEC) on the one runner; run as a script,
+start the package's child when the command line is its private child flag.
 
 An entry file only makes its own folder importable (and keeps it free of __pycache__), then imports its
 package (a few constants: a reader and import tools see which package it runs) and hands it over; the
@@ -27,7 +27,11 @@ def tool_main(package, tool_name):
         answered = fast.answer(name, tool_name, argv)
         if answered is not None:
             return answered
-        return importlib.import_module(name + ".cli").main(argv)
+        from . import runner
+        module = importlib.import_module(name + ".cli")
+        if not hasattr(module, "SPEC"):  # MIGRATION: a tool not yet on the runner (removed once all are)
+            return module.main(argv)
+        return runner.main(module.SPEC, argv)
     main.package = package  # the module itself: run_script reads its child's names from it
     return main
 

@@ -1,9 +1,9 @@
 """--help, --list-findings and --explain ID, when they are the whole command line, answered before
 argparse, json or anything else is imported: an agent asks these often, and every module a Python
 run imports from the skill's folder is compiled anew (the folder is never written, so no bytecode
-is cached there). --help prints the text argparse produced at build time, and --list-findings the
-document the tool would print (diagnostics_core/generated/<tool>.help.txt and .list-findings.json),
-both written by maintainers/build_bundle.py; tests/test_contract_every_tool.py fails when they are stale."""
+is cached there). --help prints the text argparse produced at build time
+(diagnostics_core/generated/<tool>.help.txt, written by maintainers/build_bundle.py;
+tests/test_contract_every_tool.py fails when it is stale); --list-findings reads the registries."""
 
 import os
 import sys
@@ -71,21 +71,30 @@ def doc_section(text, heading):
     return "\n".join(lines[start:end]).rstrip() + "\n"
 
 
+SHARED = "diagnostics_core"  # its findings.json: the findings every tool emits alike (the user's environment)
+
+
 def finding_table(package):
-    """id -> [severity, title] of one tool, from its registry: <package>/findings.json beside its code."""
+    """id -> [severity, title] of one tool: its registry <package>/findings.json beside its code, then the
+    shared one."""
     import json
-    return json.loads(package_file(package, "findings.json").decode("utf-8"))
+    table = json.loads(package_file(package, "findings.json").decode("utf-8"))
+    table.update(json.loads(package_file(SHARED, "findings.json").decode("utf-8")))
+    return table
 
 
 def is_finding_of(package, finding_id):
-    """Whether the tool's registry lists `finding_id`, read without the json module: a registry keeps one
-    id a line (tests/test_contract_every_tool.py checks that layout)."""
-    data = package_file(package, "findings.json")
-    return data is not None and ('\n  "%s": [' % finding_id) in data.decode("utf-8")
+    """Whether the tool's registry or the shared one lists `finding_id`, read without the json module: a
+    registry keeps one id a line (tests/test_contract_every_tool.py checks that layout)."""
+    for name in (package, SHARED):
+        data = package_file(name, "findings.json")
+        if data is not None and ('\n  "%s": [' % finding_id) in data.decode("utf-8"):
+            return True
+    return False
 
 
 def generated_file(tool_name, kind):
-    """A file maintainers/build_bundle.py wrote for the tool: kind "help.txt" or "list-findings.json"."""
+    """A file maintainers/build_bundle.py wrote for the tool: kind "help.txt"."""
     return package_file("diagnostics_core", "generated/%s.%s" % (tool_name, kind))
 
 
@@ -93,10 +102,6 @@ def answer(package, tool_name, argv=None):
     """Exit code when the command line was one of the metadata commands this module answers, else None
     (then the tool's argparse parser takes it, refusals included)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--list-findings"]:  # generated from the registry by maintainers/build_bundle.py
-        listed = generated_file(tool_name, "list-findings.json")
-        if listed is not None:
-            return write(listed)
     if argv in (["--list-findings"], ["--list-findings", "--pretty"], ["--pretty", "--list-findings"]):
         import json
         listed = [{"id": fid, "severity": severity, "title": title, "docs": "%s#%s" % (DOCS, fid)}

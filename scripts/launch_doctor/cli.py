@@ -1,14 +1,13 @@
 """The launch doctor's command line."""
 
 import shlex
-import time
 
-from diagnostics_core import cli
+from diagnostics_core import cli, command, runner
 from . import reading
-from .findings import TOOL, finding
+from .findings import GATE, TOOL, finding
 from .logs import scan
-from .parse import LINE_MAX_CHARS, read_job
-from .render import emit, render
+from .parse import read_job
+from .render import render, to_markdown
 from .rules import diagnose
 from .topology import parse_version, topology
 
@@ -54,10 +53,6 @@ exit codes:
 """
 
 
-LIMITS = {"script_max_bytes": reading.SCRIPT_MAX_BYTES, "log_window_bytes": reading.LOG_WINDOW_BYTES,
-          "log_line_max_chars": reading.LINE_MAX_CHARS, "script_line_max_chars": LINE_MAX_CHARS}
-
-
 def build_parser():
     parser = cli.make_parser(TOOL, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
                              markdown="the topology as a table and the findings with their fixes")
@@ -74,66 +69,67 @@ def build_parser():
 def unreadable(error):
     return cli.UsageError("check_launch.py: error: %s" % error, "doctor-input-unreadable",
                           {"file": error.path, "error": error.reason},
-                          "pass the job script (text, under 1 MiB) and its text log; %s --help" % TOOL.command())
+                          "pass the job script (text, under 1 MiB) and its text log; %s" % TOOL.command("--help"))
 
 
-def main(argv=None):
-    started = time.time()
-    options, inputs, refusal = None, {}, None
+def check(parser, options):
+    if options.script and options.command:
+        parser.error("give a JOB_SCRIPT or --command LINE, not both")
+    if not (options.script or options.command or options.log):
+        parser.error("give a JOB_SCRIPT, --command LINE or --log LOG")
     try:
-        parser = build_parser()
-        options, answered = cli.parse_command_line(TOOL, parser, argv)
-        if answered is not None:
-            return answered
-        if options.script and options.command:
-            parser.error("give a JOB_SCRIPT or --command LINE, not both")
-        if not (options.script or options.command or options.log):
-            parser.error("give a JOB_SCRIPT, --command LINE or --log LOG")
-        deadline = started + options.timeout  # the one bound of the run: reading the logs and the job end by then
-        try:
-            overrides = shlex.split(options.sbatch)
-        except ValueError as error:
-            parser.error("--sbatch: %s" % error)
-        try:
-            if options.script:
-                text = reading.read_script(options.script)
-                inputs["script"] = {"path": options.script, "chars": len(text), "lines": text.count("\n") + 1}
-            else:
-                text = options.command or ""
-                inputs["command"] = options.command
-            logs, scanned = [], []
-            for path in options.log:
-                log = reading.read_log(path)
-                logs.append({"path": path, "read": log["read"]})
-                scanned.append(scan(path, log, deadline))
-        except reading.Unreadable as error:
-            raise unreadable(error)
-        inputs["logs"] = logs
-        job = read_job(text, overrides, "script" if options.script else "command" if options.command else "log",
-                       deadline=deadline)
-        version_text = options.slurm_version or next((s["slurm_version"] for s in scanned if s["slurm_version"]), None)
-        version = parse_version(version_text)
-        inputs["slurm_version"] = {"text": version_text, "parsed": list(version) if version else None,
-                                   "source": "--slurm-version" if options.slurm_version else (
-                                       "log" if version_text else None)}
-        topo = topology(job, version)
-        findings = diagnose(job, topo, scanned)
-        for entry, log in zip(logs, scanned):
-            entry["partial"] = log["partial"]
-            if entry["read"]["skipped_bytes"] or log["partial"]:
-                findings.append(finding("doctor-log-truncated", dict(entry["read"], file=entry["path"],
-                                                                     deadline_reached=log["partial"]),
-                                        "for the middle of the log: grep -n -E 'Error|error:|Timed out' %s | head"
-                                        % shlex.quote(entry["path"])))
-        document, exit_code = render(findings, started, inputs, topo, LIMITS)
-    except cli.UsageError as error:
-        refusal = error.line
-        document, exit_code = render([error.finding(TOOL)], started, inputs, None, LIMITS, usage_error=True)
-    except Exception as error:  # still one document, saying what broke
-        document, exit_code = render([], started, inputs, None, LIMITS, internal_error=cli.internal_error(
-            error, lambda e: "%s: %s" % (type(e).__name__, e)))
-    emit(document, options)  # first: a stdout that cannot take it ends the run with its own one line
-    if refusal is not None:
-        from diagnostics_core.markdown import stderr_line
-        stderr_line(refusal)
-    return exit_code
+        options.overrides = shlex.split(options.sbatch)
+    except ValueError as error:
+        parser.error("--sbatch: %s" % error)
+
+
+def gather(run):
+    """Read the inputs (bounded), parse the job and compute its topology; nothing is run or expanded."""
+    options, facts = run.options, run.facts
+    inputs = facts["inputs"] = {}
+    try:
+        if options.script:
+            text = reading.read_script(options.script)
+            inputs["script"] = {"path": options.script, "chars": len(text), "lines": text.count("\n") + 1}
+        else:
+            text = options.command or ""
+            inputs["command"] = options.command
+        logs, scanned = [], []
+        for path in options.log:
+            log = reading.read_log(path)
+            logs.append({"path": path, "read": log["read"]})
+            scanned.append(scan(path, log, run.deadline))
+    except reading.Unreadable as error:
+        raise unreadable(error)
+    inputs["logs"] = logs
+    job = read_job(text, options.overrides, "script" if options.script else "command" if options.command else "log",
+                   deadline=run.deadline)
+    version_text = options.slurm_version or next((s["slurm_version"] for s in scanned if s["slurm_version"]), None)
+    version = parse_version(version_text)
+    inputs["slurm_version"] = {"text": version_text, "parsed": list(version) if version else None,
+                               "source": "--slurm-version" if options.slurm_version else (
+                                   "log" if version_text else None)}
+    for entry, log in zip(logs, scanned):
+        entry["partial"] = log["partial"]
+    facts.update(job=job, topology=topology(job, version), logs=scanned)
+
+
+def rule_log_truncated(facts, options):
+    found = []
+    for entry in facts["inputs"]["logs"]:
+        if entry["read"]["skipped_bytes"] or entry["partial"]:
+            found.append(finding("doctor-log-truncated", dict(entry["read"], file=entry["path"],
+                                                              deadline_reached=entry["partial"]),
+                                 "for the middle of the log: %s | head" % command.line(
+                                     "grep", "-n", "-E", "Error|error:|Timed out", entry["path"])))
+    return found
+
+
+def rule_launch(facts, options):
+    return diagnose(facts["job"], facts["topology"], facts["logs"])
+
+
+SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=(rule_launch, rule_log_truncated),
+                   gates=runner.error_gate(GATE), check=check, budget="timeout",
+                   meta=lambda facts, options: {"read_only": True, "executes_input": False},
+                   markdown=lambda document, options: to_markdown(document))

@@ -1,13 +1,11 @@
 """Rendering: the JSON document, and markdown with the topology as a table."""
 
 import json
-import sys
-import time
 
 from diagnostics_core.markdown import cell, code
-from diagnostics_core.text import bounded, write_json, write_text
-from .findings import GATE, TOOL, VERSION
-from .parse import FIRST_NODE
+from diagnostics_core.text import bounded
+from . import reading
+from .parse import FIRST_NODE, LINE_MAX_CHARS
 
 
 def public_step(step):
@@ -15,20 +13,17 @@ def public_step(step):
     return shown
 
 
-def render(findings, started, inputs=None, topology=None, limits=None, internal_error=None, usage_error=False):
-    errors = any(f["severity"] == "error" for f in findings)
-    gates = {} if usage_error or internal_error is not None else {GATE: {"passed": not errors}}
-    meta = {"name": "check_launch.py", "version": VERSION, "argv": sys.argv[1:],
-            "elapsed_s": round(time.time() - started, 3), "read_only": True, "executes_input": False}
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error)
-    document["inputs"] = inputs or {}
-    document["limits"] = limits or {}
-    if topology is not None:
-        document["topology"] = {"allocation": topology["allocation"],
-                                "steps": [public_step(s) for s in topology["steps"]]}
-    else:
-        document["topology"] = None
-    return document, exit_code
+LIMITS = {"script_max_bytes": reading.SCRIPT_MAX_BYTES, "log_window_bytes": reading.LOG_WINDOW_BYTES,
+          "log_line_max_chars": reading.LINE_MAX_CHARS, "script_line_max_chars": LINE_MAX_CHARS}
+
+
+def render(document, facts, options):
+    """The doctor's sections: what it read, its limits, and the topology (null when it never got there)."""
+    document["inputs"] = facts.get("inputs") or {}
+    document["limits"] = LIMITS
+    topology = facts.get("topology")
+    document["topology"] = None if topology is None else {
+        "allocation": topology["allocation"], "steps": [public_step(s) for s in topology["steps"]]}
 
 
 def show(value):
@@ -103,10 +98,3 @@ def to_markdown(document):
         lines.append("- docs: %s" % cell(item["docs"]))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def emit(document, options):
-    if getattr(options, "format", "json") == "markdown":
-        write_text(to_markdown(document))
-    else:
-        write_json(document, getattr(options, "pretty", False))
