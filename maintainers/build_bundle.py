@@ -76,7 +76,8 @@ def bundle_entries():
         for name in sorted(os.listdir(folder)):
             if name.endswith(".py"):
                 entries.append(("%s/%s" % (package, name), read(os.path.join(folder, name))))
-    entries.append(("sampling_checker/findings.json", read(os.path.join(SCRIPTS, "sampling_checker", "findings.json"))))
+    for package in PACKAGES:  # the checker's registry and the shared one
+        entries.append(("%s/findings.json" % package, read(os.path.join(SCRIPTS, package, "findings.json"))))
     name = "check_sampling_backends.help.txt"
     entries.append(("diagnostics_core/generated/" + name, read(os.path.join(GENERATED, name))))
     entries.append(("diagnostics_core/docs/troubleshooting.md", checker_docs()))
@@ -90,7 +91,9 @@ def checker_docs():
     sys.path.insert(0, SCRIPTS)
     from diagnostics_core.fast import doc_section
     text = read(os.path.join(ROOT, "references", "troubleshooting.md")).decode("utf-8")
-    ids = json.loads(read(os.path.join(SCRIPTS, "sampling_checker", "findings.json")).decode("utf-8"))
+    ids = {}
+    for package in PACKAGES:
+        ids.update(json.loads(read(os.path.join(SCRIPTS, package, "findings.json")).decode("utf-8")))
     sections = [doc_section(text, finding_id) for finding_id in sorted(ids, key=lambda i: text.find("### " + i + "\n"))]
     return "".join(section + "\n" for section in sections if section).encode("utf-8")
 
