@@ -25,13 +25,15 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKER = os.path.join(REPO, "scripts", "check_sampling_backends.py")
-PAIRS = ("probe", "help", "help-argparse", "list-findings", "explain", "schema", "store-help", "partition-help",
-         "compare-help", "recipe-help", "profiler-help", "planner-help", "launch-help", "static", "segfault", "hang")
-# The metadata commands of the other tools: pair name -> (script, a flag that prints usage)
-OTHER_TOOLS = {"store-help": "check_store_contract.py", "partition-help": "check_partition.py",
-               "compare-help": "compare_reports.py", "recipe-help": "ddp_neighbor_training.py",
-               "profiler-help": "profile_loader.py", "planner-help": "plan_capacity.py",
-               "launch-help": "check_launch.py"}
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.dont_write_bytecode = True
+from diagnostics_core.tools import TOOLS, console_script  # noqa: E402  the one list of tools
+
+# The metadata commands of the other tools: pair name -> their entry file (each --help, against `python -c pass`)
+OTHER_TOOLS = dict(("%s-help" % console_script(script), script + ".py") for script, _ in TOOLS
+                   if script != "check_sampling_backends")
+PAIRS = ("probe", "help", "help-argparse", "list-findings", "explain", "schema") + tuple(OTHER_TOOLS) + (
+    "static", "segfault", "hang")
 # Not installed in the project venv, and probed by the checker as optional
 # extensions, so a fake of that name on PYTHONPATH is imported in its child.
 SEGFAULT_MODULE, SEGFAULT_DIST = "torch_cluster", ("torch-cluster", "1.6.3")
@@ -50,8 +52,8 @@ pairs (A vs B; target):
             --list-findings, --explain usage-error, --schema vs `python -c pass`;
             A/B <= 5 (metadata commands import only the shared library: nothing
             is cached, every module they import is compiled on each run)
-  store-help, partition-help, compare-help, recipe-help, profiler-help,
-  planner-help, launch-help
+  <tool>-help (check-store-contract-help, ..., one per other tool of
+  scripts/diagnostics_core/tools.py)
             --help of the other tools vs `python -c pass`; A/B <= 5
   static    --static-only vs `python -c pass`; reported, no target
   segfault  full probe, a fake torch_cluster that segfaults on import on
@@ -198,8 +200,9 @@ def pair_definitions(python, timeout, fakes):
     bare_start = ([python, "-c", "pass"], expect_exit_zero, plain)
     cheap = {"kind": "ratio", "limit": 5.0}
     through_argparse = ("import sys; sys.dont_write_bytecode = True; sys.path.insert(0, %r); "
-                        "sys.argv[0] = 'check_sampling_backends.py'; from sampling_checker.cli import main; "
-                        "sys.exit(main(['--help']))" % os.path.join(REPO, "scripts"))
+                        "sys.argv[0] = 'check_sampling_backends.py'; from diagnostics_core import runner; "
+                        "from sampling_checker.cli import SPEC; sys.exit(runner.main(SPEC, ['--help']))"
+                        % os.path.join(REPO, "scripts"))
     pairs = {
         "probe": ((checker, expect_checker_json(), plain), import_floor,
                   {"kind": "ratio", "limit": 1.10, "aim": 1.05}),

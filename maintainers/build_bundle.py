@@ -24,24 +24,30 @@ SCRIPTS = os.path.join(ROOT, "scripts")
 BUNDLE = os.path.join(SCRIPTS, "check_sampling_backends.pyz")
 PACKAGES = ("diagnostics_core", "sampling_checker")
 GENERATED = os.path.join(SCRIPTS, "diagnostics_core", "generated")
-# tool -> the module whose build_parser() makes its argparse parser
-PARSER_MODULES = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
-                  "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
-                  "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training",
-                  "plan_capacity": "capacity_planner.cli",
-                  "check_launch": "launch_doctor.cli"}
 HELP_COLUMNS = "80"  # argparse's width when stdout is no terminal and COLUMNS is unset
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-def help_text(tool):
-    """What `python3 scripts/TOOL.py --help` prints through argparse, at the default width."""
-    import importlib
-    os.environ["COLUMNS"] = HELP_COLUMNS
+def skill_tools():
+    """(entry file, package) of every tool: the one list, scripts/diagnostics_core/tools.py."""
     sys.dont_write_bytecode = True
     if SCRIPTS not in sys.path:
         sys.path.insert(0, SCRIPTS)
-    parser = importlib.import_module(PARSER_MODULES[tool]).build_parser()
+    from diagnostics_core.tools import TOOLS
+    return TOOLS
+
+
+def help_text(tool, package):
+    """What `python3 scripts/TOOL.py --help` prints through argparse, at the default width: the parser of the
+    tool's Spec (<package>/cli.py)."""
+    import importlib
+    os.environ["COLUMNS"] = HELP_COLUMNS
+    skill_tools()
+    try:
+        module = importlib.import_module(package + ".cli")
+    except ImportError:  # MIGRATION: the recipe before its Spec (removed once every tool has one)
+        module = importlib.import_module(tool)
+    parser = module.SPEC.parser() if hasattr(module, "SPEC") else module.build_parser()  # MIGRATION
     parser.prog = tool + ".py"
     return parser.format_help().encode("utf-8")
 
@@ -52,8 +58,8 @@ def generated_files():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import finding_index  # the finding index in troubleshooting.md's Contents, from every registry
     files = [(finding_index.TROUBLESHOOTING, finding_index.troubleshooting_bytes)]
-    for tool in sorted(PARSER_MODULES):
-        files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool: help_text(t)))
+    for tool, package in sorted(skill_tools()):
+        files.append((os.path.join(GENERATED, tool + ".help.txt"), lambda t=tool, p=package: help_text(t, p)))
     files.append((os.path.join(SCRIPTS, "check_sampling_backends.schema.json"), schema_bytes))
     return files + [(BUNDLE, bundle_bytes)]
 

@@ -363,6 +363,12 @@ def load_modules(names):
 
 
 @functools.lru_cache(maxsize=None)
+def skill_tools():
+    """(entry file without .py, package) of every tool: the one list, scripts/diagnostics_core/tools.py."""
+    return tuple(load_modules(["diagnostics_core.tools"]).TOOLS)
+
+
+@functools.lru_cache(maxsize=None)
 def load_checker():
     """The checker's modules (stdlib only): the sampling_checker package and the shared library."""
     return load_modules(CHECKER_MODULES)

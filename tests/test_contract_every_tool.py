@@ -12,27 +12,24 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_help_names, pyenv_python, tree_state
+from conftest import ROOT, assert_help_names, load_modules, pyenv_python, skill_tools, tree_state
 
 SCRIPTS = ROOT / "scripts"
 TROUBLESHOOTING = ROOT / "references" / "troubleshooting.md"
-# tool -> the finding id of a refused command line
-TOOLS = {
-    "check_sampling_backends": "usage-error",
-    "check_store_contract": "store-usage-error",
-    "check_partition": "partition-usage-error",
-    "compare_reports": "cluster-usage-error",
-    "ddp_neighbor_training": "ddp-usage-error",
-    "profile_loader": "profile-loader-usage-error",
-    "plan_capacity": "plan-usage-error",
-    "check_launch": "doctor-usage-error",
-}
-LIBRARY = ("diagnostics_core",)
-TOOL_PACKAGES = {"check_sampling_backends": ("sampling_checker",), "profile_loader": ("loader_profiler",),
-                 "check_store_contract": ("store_checker",), "check_partition": ("partition_checker",),
-                 "compare_reports": ("cluster_compare",), "ddp_neighbor_training": ("ddp_recipe",),
-                 "plan_capacity": ("capacity_planner",),
-                 "check_launch": ("launch_doctor",)}
+TOOLS = dict(skill_tools())  # entry file -> package: the one list, scripts/diagnostics_core/tools.py
+LIBRARY = "diagnostics_core"
+
+
+def registry(package):
+    return json.loads((SCRIPTS / package / "findings.json").read_text())
+
+
+def usage_id(tool):
+    """The finding of a refused command line: the one id of the tool's registry that ends in usage-error."""
+    [found] = [i for i in registry(TOOLS[tool]) if i.endswith("usage-error")]
+    return found
+
+
 EXPLAIN_MAX_LINES = 80
 
 
@@ -59,7 +56,7 @@ def test_a_bad_flag_is_one_line_one_document_exit_2_and_writes_nothing(tool, tmp
     document = json.loads(completed.stdout)  # exactly one document: json.loads refuses trailing text
     assert (document["ok"], document["status"], document["exit_code"], document["gates"]) == (
         False, "usage-error", 2, {})
-    assert [f["id"] for f in document["findings"]] == [TOOLS[tool]]
+    assert [f["id"] for f in document["findings"]] == [usage_id(tool)]
     fix = document["findings"][0]["fix"]
     assert fix.endswith("--help") and str(SCRIPTS / (tool + ".py")) in fix
     assert tree_state(ROOT / "scripts", ROOT / "references") == before
@@ -184,61 +181,63 @@ def test_each_entry_file_imports_its_own_package_explicitly(tool):
                 if alias.name not in ("os", "sys")]
     handed = [ast.unparse(node.args[0]) for node in ast.walk(tree) if isinstance(node, ast.Call)
               and ast.unparse(node.func) == "entry.tool_main"]
-    assert imported == handed == list(TOOL_PACKAGES[tool])
+    assert imported == handed == [TOOLS[tool]]
 
 
 def test_no_tool_imports_another_tool():
-    tools = set(TOOLS)
-    for tool in sorted(TOOLS):
-        files = [SCRIPTS / (tool + ".py")]
-        for package in TOOL_PACKAGES.get(tool, ()):
-            files += sorted((SCRIPTS / package).glob("*.py"))
-        others = tools - {tool}
+    names = set(TOOLS) | set(TOOLS.values())
+    for tool, package in sorted(TOOLS.items()):
+        files = [SCRIPTS / (tool + ".py")] + sorted((SCRIPTS / package).glob("*.py"))
         for path in files:
-            wrong = imported_modules(path) & (others | {p for t in others for p in TOOL_PACKAGES.get(t, ())})
+            wrong = imported_modules(path) & (names - {tool, package})
             assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
-    for path in sorted((SCRIPTS / "diagnostics_core").glob("*.py")):  # the library imports no tool
-        wrong = imported_modules(path) & (tools | {p for packages in TOOL_PACKAGES.values() for p in packages})
+    for path in sorted((SCRIPTS / LIBRARY).glob("*.py")):  # the library imports no tool
+        wrong = imported_modules(path) & names
         assert not wrong, "%s imports %s" % (path.relative_to(ROOT), sorted(wrong))
 
 
-@pytest.mark.parametrize("tool, flags", [
-    ("check_store_contract", ("--feature-store", "--graph-store", "--write-check", "--timeout")),
-    ("check_partition", ("--labels", "--label-node-type", "--allow-pickle", "--timeout")),
-])
-def test_help_documents_flags_exit_codes_and_read_only(tool, flags):
-    assert_help_names(SCRIPTS / (tool + ".py"), flags + ("--pretty", "--list-findings", "exit codes:", "  0 ", "  1 ",
-                                                         "  2 ", "  3 ", "Read-only", "examples:"))
+def test_only_the_one_list_and_pyproject_name_every_tool():
+    """pyproject.toml's console scripts, modules, packages and package data are the list's; no other code of the
+    skill, its maintainers' scripts, its tests or CI names every tool (each reads the list instead)."""
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tools = load_modules(["diagnostics_core.tools"])
+    assert project["project"]["scripts"] == {tools.console_script(t): "%s:main" % t for t in TOOLS}
+    setuptools = project["tool"]["setuptools"]
+    assert setuptools["py-modules"] == list(TOOLS)
+    assert setuptools["packages"] == [LIBRARY] + list(TOOLS.values())
+    data = setuptools["package-data"]
+    assert sorted(data) == sorted([LIBRARY] + list(TOOLS.values()))
+    assert all("findings.json" in data[package] for package in data)
+    code = sorted(p for p in ROOT.glob("**/*.py") if not p.relative_to(ROOT).parts[0].startswith(".")) + [
+        ROOT / ".ci" / "run"]
+    every = [path for path in code if all(tool in path.read_text() for tool in TOOLS)]
+    assert every == [SCRIPTS / LIBRARY / "tools.py"], every
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_each_tool_keeps_its_registry_beside_its_package_one_id_a_line(tool):
-    """The metadata fast path finds an id by its line (diagnostics_core/fast.py): the layout is checked here."""
-    registry = SCRIPTS / TOOL_PACKAGES[tool][0] / "findings.json"
-    text = registry.read_text()
-    table = json.loads(text)
-    assert sorted(table) == sorted(listed_ids(tool))
-    for finding_id, (severity, title) in table.items():
-        assert '\n  "%s": [' % finding_id in text, (tool, finding_id)
-        assert severity in ("error", "warning", "info") and title
-    assert not (SCRIPTS / "diagnostics_core" / "findings.json").exists()  # no shared registry on the shared floor
+    """The metadata fast path finds an id by its line (diagnostics_core/fast.py): the layout is checked here,
+    for each tool's registry; --list-findings lists it with the shared ids."""
+    shared = registry(LIBRARY)
+    for package in (TOOLS[tool], LIBRARY):
+        text = (SCRIPTS / package / "findings.json").read_text()
+        for finding_id, (severity, title) in json.loads(text).items():
+            assert '\n  "%s": [' % finding_id in text, (package, finding_id)
+            assert severity in ("error", "warning", "info") and title
+    assert sorted(listed_ids(tool)) == sorted(set(registry(TOOLS[tool])) | set(shared))
+    assert not set(registry(TOOLS[tool])) & set(shared)
 
 
 def test_the_fast_metadata_answers_match_argparse(tmp_path):
-    """--help, --list-findings and --explain ID answered before argparse print what the full path prints."""
-    slow = ("import sys; sys.argv[0] = '{tool}.py'; sys.path.insert(0, %r); from {module} import main; "
-            "sys.exit(main(sys.argv[1:]))")
-    # The module whose main() parses with argparse (the recipe's fast path runs only as __main__).
-    modules = {"check_sampling_backends": "sampling_checker.cli", "check_store_contract": "store_checker.cli",
-               "check_partition": "partition_checker.cli", "profile_loader": "loader_profiler.cli",
-               "compare_reports": "cluster_compare.cli", "ddp_neighbor_training": "ddp_neighbor_training",
-               "plan_capacity": "capacity_planner.cli",
-               "check_launch": "launch_doctor.cli"}
-    assert sorted(modules) == sorted(TOOLS)
-    for tool, module in sorted(modules.items()):
-        for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", TOOLS[tool]], ["--help"]):
+    """--help, --list-findings and --explain ID answered before argparse print what the runner prints."""
+    slow = ("import importlib, sys; sys.argv[0] = '{tool}.py'; sys.path.insert(0, %r); "
+            "from diagnostics_core import runner; "
+            "sys.exit(runner.main(importlib.import_module('{package}.cli').SPEC, sys.argv[1:]))")
+    for tool, package in sorted(TOOLS.items()):
+        for args in (["--list-findings"], ["--list-findings", "--pretty"], ["--explain", usage_id(tool)], ["--help"]):
             fast = run_tool(tool, *args, env=dict(os.environ, COLUMNS="80"))
-            full = subprocess.run([sys.executable, "-c", slow.format(tool=tool, module=module) % str(SCRIPTS), *args],
+            full = subprocess.run([sys.executable, "-c", slow.format(tool=tool, package=package) % str(SCRIPTS), *args],
                                   capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="80"),
                                   cwd=tmp_path)
             assert fast.returncode == full.returncode == 0 and fast.stdout == full.stdout, (tool, args)
