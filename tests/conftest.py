@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The fast tier (tests/fast/) imports the tools' modules in this process: scripts/ is importable, and no
+# __pycache__ is written beside the scripts (every tool keeps the skill's folder free of it).
+sys.dont_write_bytecode = True
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
 CHECKER = ROOT / "scripts" / "check_sampling_backends.py"
 SCHEMA_FILE = ROOT / "scripts" / "check_sampling_backends.schema.json"
 # A real CUDA 13.0 build of torch (2.14.1+cu130, no driver here) that .ci/run prepares and caches;

@@ -123,9 +123,10 @@ def reach(source, tree, function):
 @functools.lru_cache(maxsize=None)
 def finding_marks():
     """finding id -> the tests that mark it with @pytest.mark.finding(...) and name it (quoted) in their own
-    text (see reach): read from every tests/test_*.py, so one file run alone still sees all."""
+    text (see reach): read from every test file (tests/ and the fast tier, tests/fast/), so one file run alone
+    still sees all."""
     marked = {}
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").glob("**/test_*.py")):
         source = path.read_text()
         tree = ast.parse(source)
         for node in tree.body:

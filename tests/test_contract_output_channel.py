@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, clean_env
-from test_contract_every_tool import TOOLS
+from test_contract_every_tool import TOOLS, usage_id
 
 SCRIPTS = ROOT / "scripts"
 NOT_WRITTEN = 3
@@ -49,7 +49,7 @@ def test_a_closed_stderr_changes_nothing_else(tool):
     completed = shell(tool, ["--no-such-flag"], "2>&-")
     assert completed.returncode == 2
     document = json.loads(completed.stdout)  # exactly one document: no progress line leaked into stdout
-    assert [f["id"] for f in document["findings"]] == [TOOLS[tool]]  # the tool's usage-error id
+    assert [f["id"] for f in document["findings"]] == [usage_id(tool)]
     assert completed.stdout.count(b"\n") == 1
 
 

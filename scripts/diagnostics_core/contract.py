@@ -78,14 +78,13 @@ class Tool(object):
                 for fid, (severity, title) in sorted(self.findings.items())]
 
     def command(self, *words):
-        """How to run this tool from any folder: the absolute path of its script."""
-        import os
+        """How to run this tool from any folder: the absolute path of its script, then `words`, each one
+        shell word (diagnostics_core.command: pass them unquoted)."""
         import sys
-        command = script_command(self.name + ".py", *words)
         if not os.path.isfile(os.path.join(SCRIPTS, self.name + ".py")):  # a zipapp or a console script
-            from .text import quote
-            command = " ".join(("python3", quote(os.path.abspath(sys.argv[0]))) + words)
-        return command
+            from . import command
+            return command.line("python3", os.path.abspath(sys.argv[0]), *words)
+        return script_command(self.name + ".py", *words)
 
     def document(self, findings, gates, meta, usage_error=False, internal_error=None, static_only=False,
                  interrupted=None, interrupted_fix=None):
@@ -107,13 +106,14 @@ class Tool(object):
 
 def script_command(script, *words, **python):
     """A script of this skill by absolute path (python= another interpreter), so the line works from any
-    folder: every fix that names a script is built here."""
-    from .text import quote
+    folder: every fix that names a script is built here. Each word is one shell word (diagnostics_core.command:
+    pass them unquoted), so a path or name from the input runs nothing when the line is pasted."""
+    from . import command
     interpreter = python.get("python", "python3")
     if os.path.isfile(SCRIPTS):  # run from the zipapp, which holds the checker alone: the script is not here
         return "%s  # from the skill's folder; %s does not hold %s" % (
-            " ".join((interpreter, "scripts/" + script) + words), os.path.basename(SCRIPTS), script)
-    return " ".join((interpreter, quote(os.path.join(SCRIPTS, script))) + words)
+            command.line(interpreter, "scripts/" + script, *words), command.word(os.path.basename(SCRIPTS)), script)
+    return command.line(interpreter, os.path.join(SCRIPTS, script), *words)
 
 
 def sort_findings(findings):

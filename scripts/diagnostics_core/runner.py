@@ -52,7 +52,8 @@ class Spec(object):
     render      (document, facts, options) -> None: adds the tool's sections after the envelope
     check       (parser, options) -> None: refusals that need several flags (parser.error or UsageError)
     needs       packages this process imports beyond the standard library (torch, torch_geometric and
-                more); None for a stdlib-only tool. Missing: `stack_missing_id`; shadowed: refused.
+                more), or a function of the options giving them (a tool that imports torch only for some
+                runs); None for a stdlib-only tool. Missing: `stack_missing_id`; shadowed: refused.
     budget      the option holding the run's seconds; stages: {name: Stage} derived from it
     meta        (facts, options) -> keys for the tool's own section beside name, version, argv, elapsed_s
     markdown    (document, options) -> text, for --format markdown
@@ -93,6 +94,7 @@ class Run(object):
         self.bounds, self.deadline = {}, None
         self.environment = {}
         self.usage = self.internal = self.stopped = None
+        self.needs = ()  # the packages this run imports (the Spec's needs, for its options)
         self.redactions = ()
         self._scratch = None
         self._temp_before = None
@@ -220,7 +222,8 @@ def refuse_stack(run):
     does not import is only named (a warning), since the user's own job would import it."""
     from . import calls
     spec = run.spec
-    needs = tuple(spec.needs or ())
+    needs = tuple((spec.needs(run.options) if callable(spec.needs) else spec.needs) or ())
+    run.needs = needs
     found = environment.shadowed(tuple(dict.fromkeys(needs + spec.watch)))
     run.environment["shadowed"] = found
     blocking = [entry for entry in found if entry["package"] in needs]
@@ -228,7 +231,7 @@ def refuse_stack(run):
         raise cli.UsageError("%s.py: error: %s (environment-package-shadowed)" % (
             spec.tool.name, shadow_line(blocking[0])), "environment-package-shadowed",
             shadow_evidence(blocking), fix=shadow_fix(blocking))
-    if spec.needs is not None:
+    if needs:
         calls.require_torch_stack(spec.tool, spec.stack_missing_id,
                                   extra=tuple(name for name in needs if name not in STACK))
 
@@ -272,7 +275,7 @@ def environment_findings(run):
             "job under these settings stops at the first warning torch or PyG emits")),
             fix="%s  # or keep it for your own code only: %s" % (
                 fix, command.line("export", "PYTHONWARNINGS=error::UserWarning:__main__"))))
-    stray = [entry for entry in run.environment.get("shadowed") or () if entry["package"] not in (run.spec.needs or ())]
+    stray = [entry for entry in run.environment.get("shadowed") or () if entry["package"] not in run.needs]
     if stray:
         found.append(tool.finding("environment-package-shadowed", shadow_evidence(stray), fix=shadow_fix(stray),
                                   severity="warning"))
