@@ -11,18 +11,18 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from capacity_planner import calibrate  # noqa: E402
+from capacity_planner import calibrate, coefficients  # noqa: E402
 
 
 def main():
-    coefficients, problems = calibrate.calibrate(time.time() + 600)
-    if coefficients is None:
+    measured, problems = calibrate.calibrate(time.time() + 600)
+    if measured is None:
         sys.stderr.write("calibration failed: %s\n" % "; ".join(problems))
         return 1
-    with open(calibrate.committed_path(), "w", encoding="utf-8") as handle:
-        json.dump(coefficients, handle, indent=1, sort_keys=True)
+    with open(coefficients.committed_path(), "w", encoding="utf-8") as handle:
+        json.dump(measured, handle, indent=1, sort_keys=True)
         handle.write("\n")
-    sys.stderr.write("wrote %s\n" % calibrate.committed_path())
+    sys.stderr.write("wrote %s\n" % coefficients.committed_path())
     return 0
 
 

@@ -1,9 +1,12 @@
-"""Bad input gets a clear finding and exit code, within a deadline: absurd sizes, a file that is not a
-graph, a pickle that would run code (refused without running it), a store that raises or hangs."""
+"""Bad input gets a clear finding and exit code, within a deadline, as an agent runs the planner: absurd sizes
+(from flags, a saved graph or a store, each naming its field), a file that is not a graph, a pickle that would
+run code (refused without running it), a store that raises or hangs (its fix inert when its folder's name is
+shell syntax), a malformed --coefficients file. The same refusals on edited records: tests/fast."""
 
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -30,16 +33,14 @@ def ids(document):
 @pytest.mark.finding("plan-size-invalid")
 @pytest.mark.parametrize("args, flag", [
     (("--nodes", "-5", "--edges", "10"), "--nodes"),
-    (("--nodes", "100", "--edges", str(10 ** 15)), "--edges"),
-    (("--nodes", "100", "--edges", "10", "--host-ram", "lots"), "--host-ram"),
-    (("--nodes", "100", "--edges", "10", "--gpu-memory", "9" * 30), "--gpu-memory"),
-    (("--node-type", "paper:-3:4", "--edge-type", "paper,cites,paper:10"), "--node-type"),
+    (("--nodes", "100", "--edges", "10", "--num-neighbors", "9" * 20), "--num-neighbors"),  # looped forever once
+    (("--nodes", "100", "--edges", "10", "--host-ram", "9" * 500), "--host-ram"),  # inf as a float: exit 3 once
 ])
 def test_absurd_sizes_are_usage_errors_naming_the_flag(args, flag):
-    completed, document, _ = plan(*args)
+    completed, document, seconds = plan(*args, timeout=30)
     assert completed.returncode == 2 and len(completed.stderr.splitlines()) == 1, completed.stderr
     assert ids(document) == ["plan-size-invalid"] and document["findings"][0]["evidence"]["flag"] == flag
-    assert flag in completed.stderr
+    assert flag in completed.stderr and seconds < 20
 
 
 @pytest.mark.finding("plan-usage-error")
@@ -106,9 +107,25 @@ def test_a_saved_data_and_a_tensor_dict_are_sized_from_their_shapes(tmp_path):
     assert graph["node_types"]["paper"]["nodes"] == 500
 
 
-STORES = '''
+@pytest.mark.finding("plan-size-invalid")
+def test_a_saved_graph_with_a_negative_node_count_is_refused_naming_the_field(tmp_path):
+    # Planned as ok once. Other absurd fields (a negative or 20-digit dimension, a tensor larger than any
+    # machine) are refused the same way: tests/fast/test_planner_probed_sizes.py, on the records a probe reads.
+    import torch
+    from torch_geometric.data import Data
+    negative = Data(edge_index=torch.randint(0, 30, (2, 100)))
+    negative.num_nodes = -5
+    path = tmp_path / "negative.pt"
+    torch.save(negative, str(path))
+    completed, document, _ = plan("--data", path)
+    assert completed.returncode == 2 and ids(document) == ["plan-size-invalid"], completed.stderr
+    evidence = document["findings"][0]["evidence"]
+    assert evidence["field"] == "num_nodes" and evidence["value"] == -5 and evidence["file"] == str(path)
+    assert "num_nodes" in completed.stderr
+
+
+STORES = """
 import time
-from torch_geometric.data import FeatureStore, GraphStore
 
 def hangs():
     time.sleep(3600)
@@ -118,26 +135,90 @@ def raises():
 
 def wrong():
     return 42
-'''
+"""
+SIZED_STORES = """
+import torch
+from torch_geometric.testing import MyFeatureStore, MyGraphStore
+
+class NegativeSize(MyFeatureStore):
+    def _get_tensor_size(self, attr):
+        return (-5, 4)
+
+def negative():
+    features = NegativeSize()
+    features.put_tensor(torch.randn(10, 4), group_name=None, attr_name="x", index=None)
+    return features, MyGraphStore()
+"""
+# A project folder whose name is shell syntax: the store fixes carry it, and pasted they must run nothing.
+HOSTILE_FOLDER = "proj $(:>MARKER);`:>MARKER` x"
+
+
+def hostile_project(tmp_path):
+    folder = tmp_path / HOSTILE_FOLDER
+    folder.mkdir()
+    (folder / "mystores.py").write_text(STORES)  # imports nothing: a hang is the factory's, not an import's
+    (folder / "sizedstores.py").write_text(SIZED_STORES)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    return folder, elsewhere
+
+
+def pasted_runs_nothing(fix, elsewhere):
+    """The fix, pasted in bash from another folder with PATH empty: the folder's name stays a word."""
+    subprocess.run([shutil.which("bash"), "-c", fix], cwd=str(elsewhere), env={"PATH": str(elsewhere / "none")},
+                   capture_output=True, timeout=20)
+    return not any(elsewhere.parent.rglob("MARKER"))
 
 
 @pytest.mark.finding("plan-store-hung")
 def test_a_store_that_hangs_is_ended_at_the_deadline(tmp_path):
-    (tmp_path / "mystores.py").write_text(STORES)
-    completed, document, seconds = plan("--store", "mystores:hangs", "--path", tmp_path, "--edges", 1000,
+    folder, _ = hostile_project(tmp_path)
+    completed, document, seconds = plan("--store", "mystores:hangs", "--path", folder, "--edges", 1000,
                                         "--timeout", "3")
     assert completed.returncode == 1 and ids(document) == ["plan-store-hung"], completed.stderr
     assert document["gates"]["planned"]["passed"] is False and seconds < 30
+    assert document["findings"][0]["evidence"]["call"] == "mystores:hangs()"
 
 
 @pytest.mark.finding("plan-store-failed")
-def test_a_store_that_raises_or_returns_no_pair_is_named(tmp_path):
-    (tmp_path / "mystores.py").write_text(STORES)
+def test_a_store_that_raises_or_returns_no_pair_is_named_and_its_fix_runs_nothing(tmp_path):
+    folder, elsewhere = hostile_project(tmp_path)
     for factory, text in (("raises", "ConnectionRefusedError"), ("wrong", "not a (FeatureStore, GraphStore)")):
-        completed, document, _ = plan("--store", "mystores:" + factory, "--path", tmp_path, "--edges", 1000)
+        completed, document, _ = plan("--store", "mystores:" + factory, "--path", folder, "--edges", 1000)
         assert completed.returncode == 1 and ids(document) == ["plan-store-failed"], completed.stderr
-        assert text in document["findings"][0]["evidence"]["error"]
-        assert "check_store_contract.py" in document["findings"][0]["fix"]
+        found = document["findings"][0]
+        assert text in found["evidence"]["error"] and "check_store_contract.py" in found["fix"]
+        assert pasted_runs_nothing(found["fix"], elsewhere), found["fix"]
+
+
+@pytest.mark.finding("plan-size-invalid")
+def test_a_store_reporting_a_negative_size_is_refused_naming_the_call(tmp_path):
+    folder, elsewhere = hostile_project(tmp_path)
+    completed, document, _ = plan("--store", "sizedstores:negative", "--path", folder, "--edges", 1000)
+    assert completed.returncode == 2 and ids(document) == ["plan-size-invalid"], completed.stderr
+    found = document["findings"][0]
+    assert found["evidence"]["field"] == "get_tensor_size(None, x)[0]" and found["evidence"]["value"] == -5
+    assert pasted_runs_nothing(found["fix"], elsewhere), found["fix"]
+
+
+@pytest.mark.finding("plan-coefficients-invalid")
+@pytest.mark.parametrize("kind", ["not JSON", "wrong type", "missing key", "NaN"])
+def test_a_malformed_coefficients_file_is_a_usage_error_naming_the_key(kind, tmp_path):
+    committed = json.loads((ROOT / "scripts" / "capacity_planner" / "coefficients.json").read_text())
+    key = {"not JSON": None, "wrong type": "loader", "missing key": "preprocess.sort",
+           "NaN": "conv.sage.saved_per_channel.per_node"}[kind]
+    if kind == "wrong type":
+        committed["loader"] = "fast"
+    elif kind == "missing key":
+        del committed["preprocess"]["sort"]
+    else:
+        committed["conv"]["sage"]["saved_per_channel"]["per_node"] = float("nan")
+    path = tmp_path / "coefficients.json"
+    path.write_text("{not json" if kind == "not JSON" else json.dumps(committed))
+    completed, document, _ = plan("--nodes", 1000, "--edges", 5000, "--coefficients", path)
+    assert completed.returncode == 2 and ids(document) == ["plan-coefficients-invalid"], completed.stderr
+    evidence = document["findings"][0]["evidence"]
+    assert evidence["file"] == str(path) and evidence["key"] == key and str(path) in completed.stderr
 
 
 @pytest.mark.finding("plan-stack-missing")
@@ -156,11 +237,11 @@ def test_reading_a_file_without_torch_names_what_is_missing(tmp_path):
 @pytest.mark.finding("plan-internal-error")
 def test_a_rule_that_breaks_is_exit_3_with_json():
     code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import plan_capacity as tool\n"
-            "import capacity_planner.rules as rules\n"
+            "import capacity_planner.cli as cli\n"
             "def broken(*args):\n    raise KeyError('rule bug')\n"
-            "rules.RULES = (broken,)\n"
+            "cli.SPEC.rules = (broken,)\n"
             "sys.exit(tool.main(['--nodes', '1000', '--edges', '5000']))" % (str(PLANNER), str(ROOT / "scripts")))
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     document = json.loads(completed.stdout)
     assert completed.returncode == 3 and document["status"] == "internal-error"
-    assert ids(document)[-1] == "plan-internal-error" and "rule bug" in document["findings"][-1]["evidence"]["error"]
+    assert ids(document)[-1] == "plan-internal-error" and "rule bug" in json.dumps(document["findings"][-1]["evidence"])

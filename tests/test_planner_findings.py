@@ -1,5 +1,7 @@
-"""The planner's answers as an agent gets them: the papers100M-sized plan, each finding on the spec that
-produces it, every figure's provenance, and the parameter formula against PyG's own modules."""
+"""The planner as an agent runs it: its verdicts through the real entry (JSON or markdown on stdout, the exit
+code of each gate), the calibration's deadline on a real child, coefficients measured on other versions, and
+the parameter formula against PyG's own modules. The arithmetic and rules behind each verdict are checked in
+process in tests/fast/test_planner_plans.py."""
 
 import json
 import subprocess
@@ -26,83 +28,26 @@ def ids(document):
     return [f["id"] for f in document["findings"]]
 
 
-def design(document, name):
-    return [d for d in document["designs"] if d["design"] == name][0]
+@pytest.mark.finding("plan-cheapest-fit", "plan-nothing-fits", "plan-shm-too-small", "plan-second-node-needed")
+@pytest.mark.parametrize("args, code, expected", [
+    (PAPERS, 0, "plan-cheapest-fit"),
+    (PAPERS + ("--host-ram", "16GB", "--gpu-memory", "4GB"), 1, "plan-nothing-fits"),
+    (("--nodes", 2000000, "--edges", 20000000, "--features", 64, "--num-workers", 2, "--shm", "64MB", "--host-ram",
+      "64GB", "--gpus-per-node", 2), 0, "plan-shm-too-small"),
+    (PAPERS + ("--num-workers", 4, "--host-ram", "256GB", "--machines", 2), 0, "plan-second-node-needed"),
+])
+def test_each_verdict_arrives_as_one_document_with_its_exit_code(args, code, expected):
+    completed, document = plan(*args)
+    assert completed.returncode == document["exit_code"] == code and expected in ids(document)
+    assert document["gates"]["fits"]["passed"] is (code == 0) and document["tool"]["name"] == "plan_capacity.py"
 
 
-def figures(value):
-    """Every figure (a dict with bytes, how, source) anywhere in the document."""
-    if isinstance(value, dict):
-        if "how" in value and "source" in value and "bytes" in value:
-            yield value
-        for item in value.values():
-            yield from figures(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from figures(item)
-
-
-@pytest.mark.finding("plan-cheapest-fit")
-def test_the_papers100m_plan_names_what_fits_and_why_with_every_figure_sourced():
-    completed, document = plan(*PAPERS)
-    assert completed.returncode == 0 and document["gates"]["fits"]["passed"]
-    nodes, edges = 111000000, 3200000000
-    graph = document["request"]["graph"]
-    assert graph["edges"] == edges and graph["node_bytes"] == 128 * 4 + 8 and graph["edge_bytes"] == 16
-    assert design(document, "full-batch")["fits"]["gpu"] is False
-    private, shared = design(document, "ddp-private-copies"), design(document, "ddp-shared-copy")
-    assert private["fits"]["host_ram"] is False and shared["fits"]["all"] is True
-    # one mapped copy per node: the page cache holds the graph once, each rank only its colptr and itself
-    assert shared["host"]["page_cache_per_node"]["bytes"] == nodes * 520 + edges * 16
-    assert document["cheapest_fit"] == "one-process-loader" and document["fits_all_gpus"] == "ddp-shared-copy"
-    found = [f for f in document["findings"] if f["id"] == "plan-cheapest-fit"][0]
-    assert found["evidence"]["design"] == "one-process-loader" and "NeighborLoader(" in found["fix"]
-    # It uses one GPU of four: the design that uses them all comes with its own launch line.
-    assert found["evidence"]["gpus_used"] == 1 and found["evidence"]["all_gpus"]["gpus"] == 4
-    assert found["evidence"]["all_gpus"]["launch"] == shared["launch"] and shared["launch"] in found["fix"]
-    assert "to use all 4, ddp-shared-copy:" in found["fix"]
-    everything = list(figures(document))
-    assert len(everything) > 40
-    for item in everything:
-        assert item["how"] in ("measured", "formula", "cited") and item["source"].startswith(item["how"])
-    cited = [f for f in everything if f["how"] == "cited"]
-    assert cited and all("docs" in f["source"] or "discuss.pytorch.org" in f["source"] for f in cited)
-    steps = dict((s["step"], s) for s in document["preprocessing"])
-    assert "ToUndirected" in steps and steps["ToUndirected"]["peak"]["terms"][2]["how"] == "measured"
-
-
-@pytest.mark.finding("plan-shared-copy-not-shared", "plan-second-node-needed")
-def test_workers_copy_the_mapped_graph_per_rank_and_can_force_more_nodes():
-    _, document = plan(*PAPERS + ("--num-workers", 4))
-    shared = design(document, "ddp-shared-copy")
-    per_rank = shared["host"]["shm_per_rank"]["terms"][0]["bytes"]
-    assert abs(per_rank - (16 * 3200000000 + 8 * 111000000)) < 0.02 * per_rank  # 16 B/edge + 8 B/node, measured
-    found = [f for f in document["findings"] if f["id"] == "plan-shared-copy-not-shared"][0]
-    assert found["evidence"]["ranks_per_node"] == 4
-    _, document = plan(*PAPERS + ("--num-workers", 4, "--host-ram", "256GB", "--machines", 2))
-    found = [f for f in document["findings"] if f["id"] == "plan-second-node-needed"][0]
-    assert found["evidence"]["ranks_per_node_that_fit"] < 4 and found["evidence"]["nodes_needed"] > 2
-    assert found["fix"].startswith("torchrun --nnodes %d" % found["evidence"]["nodes_needed"])
-
-
-@pytest.mark.finding("plan-shm-too-small")
-def test_a_docker_sized_shm_fails_the_worker_designs_at_construction():
-    completed, document = plan("--nodes", 2000000, "--edges", 20000000, "--features", 64, "--num-workers", 2,
-                               "--shm", "64MB", "--host-ram", "64GB", "--gpus-per-node", 2)
-    found = [f for f in document["findings"] if f["id"] == "plan-shm-too-small"]
-    assert found and all(f["evidence"]["shm_available"] == 64 * 10 ** 6 for f in found)
-    assert "--shm-size" in found[0]["fix"]
-    _, document = plan("--nodes", 2000000, "--edges", 20000000, "--features", 64, "--num-workers", 0,
-                       "--shm", "64MB", "--host-ram", "64GB")
-    assert "plan-shm-too-small" not in ids(document)  # without workers nothing goes through /dev/shm
-
-
-@pytest.mark.finding("plan-nothing-fits")
-def test_nothing_fits_is_a_failed_gate_naming_each_design():
-    completed, document = plan(*PAPERS + ("--host-ram", "16GB", "--gpu-memory", "4GB"))
-    assert completed.returncode == 1 and document["gates"]["fits"]["passed"] is False
-    found = [f for f in document["findings"] if f["id"] == "plan-nothing-fits"][0]
-    assert "host_ram" in found["evidence"]["ddp-shared-copy"] and "gpu" in found["evidence"]["full-batch"]
+def test_the_markdown_report_is_the_same_plan_for_people():
+    completed = subprocess.run([sys.executable, str(PLANNER)] + [str(a) for a in PAPERS] + ["--format", "markdown"],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0 and completed.stdout.startswith("# Capacity plan: ok (exit 0)")
+    assert "| ddp-shared-copy | 4 |" in completed.stdout
+    assert "Cheapest that fits: `one-process-loader`" in completed.stdout
 
 
 @pytest.mark.finding("plan-coefficients-other-versions")
@@ -114,6 +59,7 @@ def test_coefficients_from_other_versions_are_flagged(tmp_path):
     _, document = plan("--nodes", 1000, "--edges", 5000, "--coefficients", path)
     found = [f for f in document["findings"] if f["id"] == "plan-coefficients-other-versions"][0]
     assert found["evidence"]["measured_on"]["torch_geometric"] == "2.5.0" and "--calibrate" in found["fix"]
+    assert "--coefficients" not in found["fix"]  # the two exclude each other: the fix swaps one for the other
     _, document = plan("--nodes", 1000, "--edges", 5000)
     assert document["coefficients"]["used"] == "committed"
     assert "plan-coefficients-other-versions" not in ids(document)  # the committed file matches this venv
@@ -125,6 +71,7 @@ def test_a_calibration_out_of_time_falls_back_to_the_committed_coefficients():
     assert completed.returncode == 0 and document["coefficients"]["used"] == "committed"
     found = [f for f in document["findings"] if f["id"] == "plan-calibration-failed"][0]
     assert found["evidence"]["problems"] and "--calibrate" in found["fix"]
+    assert document["calibration"]["state"] == "failed" and found["evidence"]["finished"] == 0
 
 
 @pytest.mark.parametrize("conv", ["sage", "gcn", "gat", "gin", "transformer"])
@@ -148,18 +95,3 @@ def test_the_parameter_formula_counts_what_pyg_builds(conv):
         else:
             layers.append(nn.TransformerConv(fan_in, max(out // 4, 1), heads=4))
     assert parameters(model, 32) == sum(p.numel() for layer in layers for p in layer.parameters())
-
-
-def test_the_markdown_report_shows_every_design_and_the_whole_provenance():
-    completed = subprocess.run([sys.executable, str(PLANNER)] + [str(a) for a in PAPERS] + ["--format", "markdown"],
-                               capture_output=True, text=True, timeout=120)
-    _, document = plan(*PAPERS)
-    assert completed.returncode == document["exit_code"] == 0
-    report = completed.stdout
-    for item in document["designs"]:
-        assert "| %s |" % item["design"] in report
-    # the calibration's description is ours and short: shown whole, not cut inside a list
-    how = document["coefficients"]["provenance"]["how"].replace("[", "\\[").replace("]", "\\]")
-    assert how in report
-    assert "Cheapest that fits: `%s`; the first that uses every GPU: `%s`." % (
-        document["cheapest_fit"], document["fits_all_gpus"]) in report

@@ -6,13 +6,10 @@ The committed coefficients.json is this module's output on the maintainers' mach
 result for that plan only.
 """
 
-import json
-import os
 import sys
 import time
 
-from diagnostics_core import sandbox
-from . import CHILD_FLAG
+from .children import run_probe
 
 # Small enough for seconds on two cores, large enough that tensors dwarf the allocator's noise.
 GRAPH_SIZES = ((50000, 400000), (150000, 800000), (80000, 1200000))
@@ -23,27 +20,6 @@ CONVS = ("sage", "gcn", "gat", "gin", "transformer")
 PROBE_FANOUTS, PROBE_BATCH = [10, 5], 256
 # A fixed mmap threshold: glibc's moving one would keep freed tensors of one step in the heap of the next.
 CHILD_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536"}
-
-
-def entry_script():
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plan_capacity.py")
-
-
-def run_probe(options, deadline, extra_env=None):
-    """-> (facts, error text or None) of one probe child, ended at `deadline`."""
-    command = [sys.executable, "-B", entry_script(), CHILD_FLAG, json.dumps(options)]
-    env = sandbox.child_environment()
-    env.update(extra_env or {})
-    facts, done, running, outcome = sandbox.run_call_child(command, env, deadline)
-    if facts.get("error"):
-        return facts, facts["error"]
-    if done is None:
-        if outcome.killed_for:
-            what = (running or {}).get("what") or options["probe"] + " probe"
-            return facts, "%s did not finish: %s" % (what, outcome.killed_for)
-        return facts, "the %s probe died (%s): %s" % (options["probe"], outcome.signal() or outcome.returncode,
-                                                     outcome.stderr_tail[-400:])
-    return facts, None
 
 
 def fit(points):
@@ -60,23 +36,68 @@ def fit(points):
     return {"per_edge": round(a, 3), "per_node": round(b, 3)}
 
 
-def say(text):
+def say_on_stderr(text):
     sys.stderr.write("plan_capacity: %s\n" % text)
     sys.stderr.flush()
 
 
-def calibrate(deadline):
-    """-> (coefficients or None, [problems]): one probe child, bounded by the deadline."""
+def steps():
+    """The calibration's steps, in the order its child runs them (it announces each as it starts)."""
+    return ([{"kind": "graph", "nodes": nodes, "edges": edges} for nodes, edges in GRAPH_SIZES] +
+            [{"kind": "conv", "conv": kind} for kind in CONVS])
+
+
+def step_text(step):
+    if step["kind"] == "graph":
+        return "graph of %d nodes, %d edges (loaders, sort, ToUndirected, save)" % (step["nodes"], step["edges"])
+    return "%s conv forward/backward" % step["conv"]
+
+
+def new_record():
+    """What the calibration has done so far, as plain data: the steps planned, finished and running, and the
+    measurements as they arrived. A run cut short (a signal, the deadline) still shows it."""
+    return {"state": "running", "planned": steps(), "finished": [], "running": None, "cut": None,
+            "measured": {}}
+
+
+def calibrate(deadline, record=None, say=say_on_stderr):
+    """-> (coefficients or None, [problems]): one probe child, ended at `deadline`. `record` (new_record())
+    is kept up to date as the child reports, so the caller has what was measured however the run ends."""
+    record = new_record() if record is None else record
+    total = len(record["planned"])
+
+    def on_progress(message):
+        event, key = message.get("event"), message.get("key")
+        if event == "progress":
+            if record["running"] is not None:
+                record["finished"].append(record["running"])
+                say("calibration: %s measured (%d of %d)" % (step_text(record["running"]), len(record["finished"]),
+                                                             total))
+            record["running"] = message.get("step")
+        elif event == "facts":
+            record["measured"][key] = message.get("value")
+        elif event == "append":
+            record["measured"].setdefault(key, []).append(message.get("value"))
+
     say("calibrating: PyG loaders, sort, ToUndirected, save on graphs of %s (nodes, edges); forward/backward of %s"
         % (list(GRAPH_SIZES), ", ".join(CONVS)))
-    facts, error = run_probe({"probe": "calibrate", "sizes": [list(s) for s in GRAPH_SIZES],
-                              "features": GRAPH_FEATURES, "workers": [0, 1], "fanouts": PROBE_FANOUTS,
-                              "batch_size": PROBE_BATCH, "convs": list(CONVS),
-                              "conv_sizes": [list(s) for s in CONV_SIZES], "channels": CONV_CHANNELS,
-                              "heads": CONV_HEADS}, deadline, CHILD_MALLOC)
-    if error or len(facts.get("graphs") or []) < len(GRAPH_SIZES) or len(facts.get("conv") or []) < \
-            len(CONVS) * len(CONV_SIZES):
-        return None, [error or "the calibration child ended before every measurement"]
+    from diagnostics_core.interrupt import Interrupted
+    try:
+        facts, problem = run_probe({"probe": "calibrate", "sizes": [list(s) for s in GRAPH_SIZES],
+                                    "features": GRAPH_FEATURES, "workers": [0, 1], "fanouts": PROBE_FANOUTS,
+                                    "batch_size": PROBE_BATCH, "convs": list(CONVS),
+                                    "conv_sizes": [list(s) for s in CONV_SIZES], "channels": CONV_CHANNELS,
+                                    "heads": CONV_HEADS}, deadline, CHILD_MALLOC, on_progress)
+    except Interrupted:
+        record.update(state="interrupted", cut=record["running"], running=None)
+        raise
+    complete = len(facts.get("graphs") or []) == len(GRAPH_SIZES) and \
+        len(facts.get("conv") or []) == len(CONVS) * len(CONV_SIZES)
+    if problem is not None or not complete:
+        record.update(state="failed", cut=record["running"], running=None)
+        return None, [problem["error"] if problem else "the calibration child ended before every measurement"]
+    record["finished"].append(record["running"])
+    record.update(state="finished", running=None)
     return coefficients(facts), []
 
 
@@ -113,12 +134,3 @@ def coefficients(facts):
             "process_base_bytes": facts["base"]["VmRSS"],
             "loader": loader, "preprocess": preprocess, "conv": conv,
             "runs": {"graph": runs, "conv": conv_facts["conv"]}}
-
-
-def committed_path():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "coefficients.json")
-
-
-def load_committed():
-    with open(committed_path(), "r", encoding="utf-8") as handle:
-        return json.load(handle)

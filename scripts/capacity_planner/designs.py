@@ -214,3 +214,14 @@ def preprocessing(spec, coefficients):
     for step in steps:
         step["fits_host_ram"] = step["peak"]["bytes"] <= spec["hardware"]["host_ram"]
     return steps
+
+
+def verdicts(spec, coefficients):
+    """-> the plan's facts: every design (ORDER), the one-off preprocessing peaks, the cheapest design that fits
+    and the first that fits and uses every GPU given."""
+    designs = plan(spec, coefficients)
+    fitting = [d["design"] for d in designs if d["fits"]["all"]]
+    gpus = spec["hardware"]["gpus_per_node"] * spec["hardware"]["machines"]
+    return {"designs": designs, "preprocessing": preprocessing(spec, coefficients),
+            "cheapest_fit": next((name for name in ORDER if name in fitting), None),
+            "fits_all_gpus": next((d["design"] for d in designs if d["fits"]["all"] and d["gpus"] >= gpus), None)}

@@ -3,9 +3,10 @@
 from diagnostics_core.contract import Tool
 
 # MAJOR changes when a key is removed or renamed or changes meaning; MINOR when keys or ids are added.
-SCHEMA_VERSION = "1.0"
-VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1"
+VERSION = "1.1.0"
 
 TOOL = Tool.from_registry("capacity_planner", "plan_capacity", VERSION, SCHEMA_VERSION, usage_id="plan-usage-error",
-                          internal_id="plan-internal-error", meta_key="tool")
+                          internal_id="plan-internal-error", meta_key="tool",
+                          interrupted_id="plan-interrupted")
 finding = TOOL.finding

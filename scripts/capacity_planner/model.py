@@ -73,29 +73,44 @@ def process_base(coefficients):
 # --- sampled batches -------------------------------------------------------------------------------
 
 def expected_min(fanout, mean_degree):
-    """E[min(k, D)] for a Poisson(mean_degree) in-degree D; k=-1 means every neighbour."""
+    """E[min(k, D)] for a Poisson(mean_degree) in-degree D; k=-1 means every neighbour.
+
+    Summed only over the degrees that carry probability, mean +- (8 standard deviations + 25): the loop's
+    length is bounded by that window whatever k is, and the terms are computed in log space, so a large
+    mean neither underflows nor overflows."""
     if fanout < 0:
-        return mean_degree
-    term, below, accumulated = math.exp(-mean_degree), 0.0, 0.0
-    for degree in range(fanout):
-        accumulated += degree * term
-        below += term
-        term *= mean_degree / (degree + 1)
-    return accumulated + fanout * (1.0 - below)
+        return float(max(mean_degree, 0.0))
+    if mean_degree <= 0 or fanout == 0:
+        return 0.0
+    spread = 8.0 * math.sqrt(mean_degree) + 25.0
+    low, high = max(0, int(mean_degree - spread)), int(math.ceil(mean_degree + spread))
+    if fanout <= low:
+        return float(fanout)  # fewer than k neighbours has no probability to speak of
+    log_mean, accumulated, below = math.log(mean_degree), 0.0, 0.0
+    for degree in range(low, min(fanout, high)):
+        probability = math.exp(degree * log_mean - mean_degree - math.lgamma(degree + 1))
+        accumulated += degree * probability
+        below += probability
+    if fanout >= high:
+        return accumulated  # k or more neighbours has no probability to speak of: E[D] over the window
+    return accumulated + fanout * max(0.0, 1.0 - below)
 
 
 def batch_sizes(nodes, edges, fanouts, batch_size, disjoint=False):
     """-> (worst case, expected) {"nodes", "edges"} of one sampled batch.
 
-    Worst case: every node has at least k neighbours and none repeats (formula). Expected: Poisson in-degrees
-    of mean E/N; each hop's draws land on uniformly random nodes, of which only unseen ones are new."""
+    Worst case: every node has at least k neighbours and none repeats (formula); without disjoint trees a
+    hop reaches only nodes not seen before and samples each edge at most once, so the graph caps both.
+    Expected: Poisson in-degrees of mean E/N; each hop's draws land on uniformly random nodes, of which only
+    unseen ones are new."""
     seeds = min(batch_size, nodes)
     worst_nodes, worst_edges, frontier = seeds, 0, seeds
     mean_degree = edges / float(max(nodes, 1))
     seen, new, expected_edges = float(seeds), float(seeds), 0.0
     for fanout in fanouts:
-        frontier = frontier * (fanout if fanout > 0 else max(int(math.ceil(mean_degree)), 1))
-        worst_edges += frontier
+        hop_edges = frontier * (fanout if fanout > 0 else max(int(math.ceil(mean_degree)), 1))
+        frontier = hop_edges if disjoint else min(hop_edges, max(nodes - worst_nodes, 0))
+        worst_edges += hop_edges
         worst_nodes += frontier
         draws = new * expected_min(fanout, mean_degree)
         expected_edges += draws
@@ -105,7 +120,7 @@ def batch_sizes(nodes, edges, fanouts, batch_size, disjoint=False):
             fresh = (nodes - seen) * (1.0 - math.exp(-draws / float(max(nodes, 1))))
         seen, new = seen + fresh, fresh
     if not disjoint:
-        worst_nodes = min(worst_nodes, nodes)
+        worst_edges = min(worst_edges, edges)
     return {"nodes": int(worst_nodes), "edges": int(worst_edges)}, {"nodes": int(round(seen)),
                                                                    "edges": int(round(expected_edges))}
 

@@ -1,7 +1,8 @@
 """The measurement child: runs PyG's own operations at one size and publishes what they cost in memory.
 
-Started by the parent (calibrate.py, sizes.py) as `plan_capacity.py --internal-child-probe OPTIONS` in
-the shared sandbox, one fresh interpreter per probe, so a crash or a hang ends only this child.
+Started by the parent (children.py, for calibrate.py and sizes.py) as
+`plan_capacity.py --internal-child-probe OPTIONS` in the shared sandbox, one fresh interpreter per probe, so a
+crash or a hang ends only this child.
 Memory is read from /proc/self/status (VmRSS, VmHWM, RssAnon, RssShmem); the peak is reset between
 steps through /proc/self/clear_refs ("5" resets VmHWM), so one process measures several steps.
 """
@@ -71,6 +72,7 @@ def probe_calibrate(options, reporter):
                                   "python": sys.version.split()[0]})
     reporter.publish("base", memory())
     for nodes, edges in options.sizes:
+        reporter.send({"event": "progress", "step": {"kind": "graph", "nodes": nodes, "edges": edges}})
         reporter.append("graphs", graph_steps(nodes, edges, options))
     probe_conv(options, reporter)
 
@@ -154,6 +156,7 @@ def probe_conv(options, reporter):
     from torch.profiler import ProfilerActivity, profile
     torch.manual_seed(0)
     for kind in options.convs:
+        reporter.send({"event": "progress", "step": {"kind": "conv", "conv": kind}})
         for nodes, edges in options.conv_sizes:
             conv = make_conv(kind, options.channels, options.heads)
             remove_rendered_templates()
@@ -183,11 +186,11 @@ def probe_conv(options, reporter):
 
 def child_main(options_text):
     options, reporter = calls.start_child(options_text)
-    probes = {"calibrate": probe_calibrate, "conv": probe_conv, "data": probe_data, "store": probe_store}
+    probes = {"calibrate": probe_calibrate, "data": probe_data, "store": probe_store}
     try:
         probes[options.probe](options, reporter)
     except calls.CallTimeout as error:  # the alarm ended a call that did not return within its bound
-        reporter.publish("error", "%s did not finish: call-timeout after %s s" % (error, options.timeout))
+        reporter.publish("timed_out", {"call": str(error), "timeout_s": options.timeout})
     except Exception as error:  # the parent turns this into a finding
         reporter.publish("error", calls.error_text(error))
     calls.finish_child(reporter)

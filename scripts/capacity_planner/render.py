@@ -1,25 +1,23 @@
 """Rendering: the JSON document, and a markdown table of the designs for people."""
 
-import sys
-import time
-
-from diagnostics_core import markdown, text
+from diagnostics_core import text
 from diagnostics_core.markdown import cell, code, finding_block
-from .findings import TOOL, VERSION
+from .calibrate import step_text
 
 GIB = float(1 << 30)
+SECTIONS = ("request", "read_sizes", "coefficients", "calibration", "cheapest_fit", "fits_all_gpus", "designs",
+            "preprocessing")
 
 
-def render(facts, findings, gates, started, internal_error=None, usage_error=False):
-    meta = {"name": "plan_capacity.py", "version": VERSION, "argv": sys.argv[1:],
-            "elapsed_s": round(time.time() - started, 3)}
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error,
-                                        internal_error=internal_error)
-    for key in ("request", "read_sizes", "coefficients", "cheapest_fit", "fits_all_gpus", "designs",
-                "preprocessing"):
+def render(document, facts, options):
+    """The plan's sections after the envelope, those the run got to (an interrupted or refused run has fewer).
+    A finished calibration's measurements are in coefficients.values.runs; one cut short shows them here."""
+    for key in SECTIONS:
         if key in facts:
             document[key] = facts[key]
-    return document, exit_code
+    calibration = document.get("calibration")
+    if calibration and calibration["state"] == "finished":
+        document["calibration"] = dict((k, v) for k, v in calibration.items() if k != "measured")
 
 
 def gib(value):
@@ -31,6 +29,11 @@ def to_markdown(document):
     used = document.get("coefficients")
     if used:
         lines += ["Coefficients: %s (%s)." % (used["used"], cell(text.bounded(used["provenance"]["how"], 600))), ""]
+    calibration = document.get("calibration")
+    if calibration and calibration["state"] != "finished":
+        lines += ["Calibration %s after %d of %d steps%s." % (
+            calibration["state"], len(calibration["finished"]), len(calibration["planned"]),
+            ", cut at %s" % cell(step_text(calibration["cut"])) if calibration.get("cut") else ""), ""]
     if document.get("designs"):
         lines += ["| design | GPUs | host RAM per node (peak) | /dev/shm per node | GPU per rank (worst / expected) "
                   "| fits |", "|---|---|---|---|---|---|"]
@@ -54,6 +57,3 @@ def to_markdown(document):
         lines.extend(finding_block(item))
     return "\n".join(lines).rstrip() + "\n"
 
-
-def emit(document, options):
-    markdown.emit(document, options, to_markdown)
