@@ -1,7 +1,9 @@
 """The launch doctor against a real two-node SLURM (22.05.8 here): the references' launch examples
 train the recipe, the broken launches fail the way they fail for users, and the doctor's topology,
 computed from the script alone, matches what the cluster started (tasks per node, CPUs per task as
-Cpus_allowed_list shows them inside each task, ranks, threads). One cluster per test session."""
+Cpus_allowed_list shows them inside each task, ranks, threads, each heterogeneous component, what srun
+--export passes); what sbatch refuses (encodings, impossible counts) it refuses with the words the
+doctor quotes. One cluster per test session."""
 
 import json
 import os
@@ -325,3 +327,117 @@ def test_the_gathering_line_starts_one_task_per_node_in_a_job_of_several(cluster
     step = step_at(doctor(write(tmp_path, "gather.original.sbatch", header + line + "\n")).json, r"^srun ")
     assert per_node(measured) == {"n1": 1, "n2": 1} and step["tasks_per_node"] == 1 and step["tasks"] == 2
     assert set(c for _, _, c in measured) == {step["cpus_per_task"]} == {2}
+
+
+def sbatch_errors(completed):
+    """sbatch's error lines, without the 'sbatch: error: ' prefix, joined as one text."""
+    return " ".join(line.split("error: ", 1)[-1].strip() for line in completed.stderr.splitlines())
+
+
+@pytest.mark.finding("doctor-script-dos-line-breaks", "doctor-script-byte-order-mark",
+                     "doctor-script-no-interpreter-line")
+def test_sbatch_refuses_the_encodings_the_doctor_names(cluster, tmp_path):
+    body = "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\nsrun true\n"
+    cases = {"crlf": (("#!/bin/bash\n" + body).replace("\n", "\r\n"), "doctor-script-dos-line-breaks"),
+             "bom": ("\ufeff#!/bin/bash\n" + body, "doctor-script-byte-order-mark"),
+             "bare": (body, "doctor-script-no-interpreter-line")}
+    for name, (text, finding_id) in cases.items():
+        path = tmp_path / (name + ".sbatch")
+        path.write_bytes(text.encode())
+        refused = cluster.run("sbatch", "--hold", path, check=False)
+        assert refused.returncode != 0, (name, refused.stdout)
+        said = doctor(path).only(finding_id)["evidence"]["sbatch_says"]
+        assert " ".join(line.split("error: ", 1)[-1] for line in said.split(" / ")).replace("\\r\\n", "\r\n").replace(
+            "\\n", "\n").split()[:6] == sbatch_errors(refused).split()[:6], (name, said, refused.stderr)
+    # a byte-order mark on a later line: sbatch takes the script, stops reading directives there, bash runs the line
+    later = write(tmp_path, "later.sbatch", "#!/bin/bash\n#SBATCH --nodes=1\n\ufeff#SBATCH --cpus-per-task=2\n"
+                                            "#SBATCH --nodes=2\necho NODES $SLURM_NNODES CPT ${SLURM_CPUS_PER_TASK-unset}\n")
+    code, log, _ = cluster.submit(later)
+    assert "command not found" in log and "NODES 1 CPT unset" in log, log
+    computed = doctor(later)
+    alloc = computed.json["topology"]["allocation"]
+    assert (alloc["nodes"], alloc["cpus_per_task_set"]) == (1, False)
+    assert computed.only("doctor-script-byte-order-mark")["evidence"]["lines"] == [3]
+
+
+IMPOSSIBLE = ("--ntasks-per-node=-1", "--cpus-per-task=0", "--nodes=4-2", "--nodes=12345678901234567890", "--ntasks=0",
+              "--nodes=0", "--gpus-per-node=-1", "--nodes=2-", "--ntasks=12345678901234567890")
+
+
+@pytest.mark.finding("doctor-directive-invalid")
+def test_sbatch_refuses_each_impossible_count_as_the_doctor_says(cluster, tmp_path):
+    for index, directive in enumerate(IMPOSSIBLE):
+        path = write(tmp_path, "count-%d.sbatch" % index, "#!/bin/bash\n#SBATCH %s\nsrun true\n" % directive)
+        refused = cluster.run("sbatch", path, check=False)  # not --hold: sbatch then takes --nodes=0
+        assert refused.returncode != 0, (directive, refused.stdout)
+        [found] = doctor(path).findings("doctor-directive-invalid")
+        assert found["evidence"]["line"] == 2 and found["evidence"]["slurm_says"] in sbatch_errors(refused), (
+            directive, found["evidence"], refused.stderr)
+    # a --cpus-per-task over 65535: sbatch takes it and keeps it modulo 65536 (the job would pend forever)
+    path = write(tmp_path, "wrap.sbatch", "#!/bin/bash\n#SBATCH --cpus-per-task=99999999999\nsrun true\n")
+    held = cluster.run("sbatch", "--hold", "--parsable", path, check=False)
+    job_id = held.stdout.strip().split(";")[0]
+    try:
+        shown = cluster.run("scontrol", "show", "job", job_id).stdout
+    finally:
+        cluster.run("scancel", job_id, check=False)
+    wrapped = re.search(r"CPUs/Task=(\d+)", shown).group(1)
+    assert "%s here" % wrapped in doctor(path).only("doctor-directive-invalid")["evidence"]["why"]
+
+
+HETEROGENEOUS = """#!/bin/bash
+#SBATCH --nodes=1 --ntasks=1 --cpus-per-task=2
+#SBATCH hetjob
+#SBATCH --nodes=1 --ntasks=2 --cpus-per-task=1
+srun {probe_a}
+srun --het-group=1 {probe_b}
+srun --het-group=0,1 {probe_c}
+srun -n1 {probe_d} : -n2 {probe_d}
+"""
+
+
+def test_each_component_of_a_heterogeneous_job_starts_what_the_doctor_computes(cluster, tmp_path):
+    text = HETEROGENEOUS.format(**dict(("probe_" + t, PROBE.replace("PROBE", "PROBE" + t.upper())) for t in "abcd"))
+    path = write(tmp_path, "het.sbatch", text)
+    code, log, _ = cluster.submit(path)
+    assert code == 0, log
+    steps = doctor(path, "--slurm-version", cluster.version).json["topology"]["steps"]
+    for tag, line in (("A", 5), ("B", 6), ("C", 7), ("D", 8)):
+        measured = probes(log, "PROBE" + tag)
+        computed = [s for s in steps if s["line"] == line]
+        # per component: its tasks, each bound to the CPUs the doctor computed for that component
+        assert sum(s["tasks"] for s in computed) == len(measured), (tag, measured, computed)
+        assert sorted(c for _, _, c in measured) == sorted(
+            s["cpus_per_task"] for s in computed for _ in range(s["tasks"])), (tag, measured, computed)
+        assert set(s["world_size"] for s in computed) == {len(measured)}
+
+
+EXPORTS = """#!/bin/bash
+#SBATCH --nodes=1 --ntasks=1 --cpus-per-task=2
+source {venv}/bin/activate
+export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK FOO=foo
+srun /bin/bash -c 'echo OMP-A ${{OMP_NUM_THREADS-unset}} ${{PATH:+path}} ${{SLURM_JOB_ID:+slurm}}'
+srun --export=NONE /bin/bash -c 'echo OMP-B ${{OMP_NUM_THREADS-unset}} ${{PATH:+path}} ${{SLURM_JOB_ID:+slurm}}'
+srun --export=FOO,PATH /bin/bash -c 'echo OMP-C ${{OMP_NUM_THREADS-unset}} ${{PATH:+path}} ${{SLURM_JOB_ID:+slurm}}'
+srun --export=ALL,OMP_NUM_THREADS=9 /bin/bash -c 'echo OMP-D ${{OMP_NUM_THREADS-unset}} ${{PATH:+path}} ${{SLURM_JOB_ID:+slurm}}'
+srun --export=NONE bash -c 'echo OMP-E reached'
+"""
+
+
+@pytest.mark.finding("doctor-export-program-not-found", "doctor-export-drops-variables")
+def test_what_srun_export_passes_is_what_the_doctor_computes(cluster, tmp_path):
+    path = write(tmp_path, "exports.sbatch", EXPORTS.format(venv=os.path.dirname(os.path.dirname(sys.executable))))
+    code, log, _ = cluster.submit(path)
+    computed = doctor(path, "--slurm-version", cluster.version)
+    steps = dict((s["line"], s) for s in computed.json["topology"]["steps"])
+    measured = dict((m.group(1), m.group(2)) for m in re.finditer(r"^OMP-([A-D]) (\S+)", log, re.M))
+    for tag, line in (("A", 5), ("B", 6), ("C", 7), ("D", 8)):
+        threads = steps[line]["threads_per_rank"]["value"]
+        assert measured[tag] == (str(threads) if threads is not None else "unset"), (tag, log, steps[line])
+    assert re.search(r"^OMP-B unset path slurm$", log, re.M)  # NONE: bash's own PATH, SLURM_* kept (22.05.8)
+    # a program named without its path under --export=NONE: execve fails, as the doctor says
+    assert "OMP-E" not in log and "execve(): bash: No such file or directory" in log and code != 0
+    [missing] = computed.findings("doctor-export-program-not-found")
+    assert missing["evidence"]["line"] == 9 and steps[9]["export"]["program_found"] is False
+    assert [f["evidence"]["line"] for f in computed.findings("doctor-export-drops-variables")] == [6, 7, 9]
+    assert "doctor-line-not-understood" not in computed.ids()  # source .../bin/activate is environment setup

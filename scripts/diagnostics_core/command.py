@@ -54,8 +54,10 @@ def user_word(text):
     if "$" not in text:
         return word(text)
     rest = PARAMETER.sub("", text)
-    if "$" in rest or '"' in rest or "\\" in rest or "\n" in rest:
-        raise NotCopied(text)  # ${x:-...}, ${x/...} and friends: not copied, rather than guessed at
+    if "$" in rest or '"' in rest or "\\" in rest or "\n" in rest or "!" in rest:
+        # ${x:-...}, ${x/...} and friends: not copied, rather than guessed at; "!" inside double quotes is
+        # history expansion in an interactive bash, where a fix gets pasted
+        raise NotCopied(text)
     return '"%s"' % text
 
 

@@ -2,13 +2,13 @@
 
 import shlex
 
-from diagnostics_core import cli, command, runner
+from diagnostics_core import cli, runner
 from . import reading
-from .findings import GATE, TOOL, finding
+from .findings import GATE, TOOL
 from .logs import scan
 from .parse import read_job
 from .render import render, to_markdown
-from .rules import diagnose
+from .rules import RULES
 from .topology import parse_version, topology
 
 
@@ -43,6 +43,13 @@ what is read:
   characters. Without --slurm-version the version is taken from a
   'slurm 22.05.8' line in a log (srun --version's output); else the CPUs each
   srun task gets are shown for each version range where srun differs.
+
+fixes:
+  a fix is the corrected line, rebuilt from the script's words with the flags
+  among the launcher's options (it replaces the line it names), then '# ' and
+  the doctor's note; a line holding $(...), backticks or a glob is not copied:
+  the fix says what to add where instead. Heterogeneous jobs are computed per
+  component, srun --export as SLURM 22.05 passes variables.
 
 exit codes:
   0  no error finding (warnings and info allowed)
@@ -102,8 +109,6 @@ def gather(run):
     except reading.Unreadable as error:
         raise unreadable(error)
     inputs["logs"] = logs
-    job = read_job(text, options.overrides, "script" if options.script else "command" if options.command else "log",
-                   deadline=run.deadline)
     version_text = options.slurm_version or next((s["slurm_version"] for s in scanned if s["slurm_version"]), None)
     version = parse_version(version_text)
     inputs["slurm_version"] = {"text": version_text, "parsed": list(version) if version else None,
@@ -111,25 +116,16 @@ def gather(run):
                                    "log" if version_text else None)}
     for entry, log in zip(logs, scanned):
         entry["partial"] = log["partial"]
-    facts.update(job=job, topology=topology(job, version), logs=scanned)
+    facts.update(analyse(text, options.overrides, "script" if options.script else "command" if options.command else "log",
+                         version, scanned, run.deadline))
 
 
-def rule_log_truncated(facts, options):
-    found = []
-    for entry in facts["inputs"]["logs"]:
-        if entry["read"]["skipped_bytes"] or entry["partial"]:
-            found.append(finding("doctor-log-truncated", dict(entry["read"], file=entry["path"],
-                                                              deadline_reached=entry["partial"]),
-                                 "for the middle of the log: %s | head" % command.line(
-                                     "grep", "-n", "-E", "Error|error:|Timed out", entry["path"])))
-    return found
+def analyse(text, overrides, source, version, scanned=(), deadline=None):
+    """The facts the rules decide on, from text already read: the job, its topology, the scanned logs."""
+    job = read_job(text, overrides, source, deadline=deadline)
+    return {"job": job, "topology": topology(job, version), "logs": list(scanned)}
 
 
-def rule_launch(facts, options):
-    return diagnose(facts["job"], facts["topology"], facts["logs"])
-
-
-SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=(rule_launch, rule_log_truncated),
-                   gates=runner.error_gate(GATE), check=check, budget="timeout",
-                   meta=lambda facts, options: {"read_only": True, "executes_input": False},
+SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=RULES, gates=runner.error_gate(GATE), check=check,
+                   budget="timeout", meta=lambda facts, options: {"read_only": True, "executes_input": False},
                    markdown=lambda document, options: to_markdown(document))

@@ -1,11 +1,13 @@
 """Rendering: the JSON document, and markdown with the topology as a table."""
 
 import json
+import re
 
-from diagnostics_core.markdown import cell, code
+from diagnostics_core.markdown import cell, code, terminal_line
 from diagnostics_core.text import bounded
 from . import reading
-from .parse import FIRST_NODE, LINE_MAX_CHARS
+from .parse import LINE_MAX_CHARS
+from .shell import FIRST_NODE
 
 
 def public_step(step):
@@ -23,7 +25,8 @@ def render(document, facts, options):
     document["limits"] = LIMITS
     topology = facts.get("topology")
     document["topology"] = None if topology is None else {
-        "allocation": topology["allocation"], "steps": [public_step(s) for s in topology["steps"]]}
+        "allocation": topology["allocation"], "components": topology.get("components"),
+        "steps": [public_step(s) for s in topology["steps"]]}
 
 
 def show(value):
@@ -44,7 +47,16 @@ def rendezvous_cell(step):
     return text
 
 
-COLUMNS = (("line", lambda s: s["line"]), ("launcher", lambda s: "%s > %s" % (s["launcher"], s["program"])),
+def launcher_cell(step):
+    text = "%s > %s" % (step["launcher"], step["program"])
+    return text if step.get("het_group") is None else "%s (component %d)" % (text, step["het_group"])
+
+
+ALLOCATION = "%s node(s), %s task(s) per node, %s CPU(s) per task (%s per node), %s GPU(s) per node"
+ALLOCATION_KEYS = ("nodes", "tasks_on_node", "cpus_per_task", "cpus_on_node", "gpus_per_node")
+
+
+COLUMNS = (("line", lambda s: s["line"]), ("launcher", launcher_cell),
            ("nodes", lambda s: s["nodes"]), ("tasks/node", lambda s: s["tasks_per_node"]),
            ("CPUs/task", lambda s: s["cpus_per_task"] if s["cpus_per_task"] is not None else (
                "by version" if s.get("by_version") else None)),
@@ -56,6 +68,17 @@ COLUMNS = (("line", lambda s: s["line"]), ("launcher", lambda s: "%s > %s" % (s[
            ("rendezvous", rendezvous_cell))
 
 
+def fix_lines(fix):
+    """A one-line fix as inline code; a fix of several lines (a corrected line, then another) as a fenced
+    block whose fence is longer than any run of backticks in it, each line kept free of control characters."""
+    if "\n" not in fix:
+        return ["- fix: %s" % code(fix)]
+    body = [terminal_line(line) for line in fix.split("\n")]
+    longest = max([len(run) for line in body for run in re.findall(r"`+", line)] or [0])
+    fence = "`" * max(3, longest + 1)
+    return ["- fix:", "", fence + "bash"] + body + [fence, ""]
+
+
 def to_markdown(document):
     lines = ["# Launch doctor: %s (exit %d)" % (document["status"], document["exit_code"]), ""]
     inputs = document.get("inputs") or {}
@@ -65,9 +88,10 @@ def to_markdown(document):
     topology = document.get("topology")
     if topology:
         alloc = topology["allocation"]
-        lines.append("Allocation: %s node(s), %s task(s) per node, %s CPU(s) per task (%s per node), %s GPU(s) per "
-                     "node" % tuple(cell(show(alloc[k])) for k in ("nodes", "tasks_on_node", "cpus_per_task",
-                                                                  "cpus_on_node", "gpus_per_node")))
+        lines.append("Allocation: " + ALLOCATION % tuple(cell(show(alloc[k])) for k in ALLOCATION_KEYS))
+        for index, component in enumerate(topology.get("components") or []):
+            lines.append("- Component %d: " % index + ALLOCATION % tuple(cell(show(component[k]))
+                                                                        for k in ALLOCATION_KEYS))
         lines.append("")
         if topology["steps"]:
             lines += ["| " + " | ".join(name for name, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -94,7 +118,7 @@ def to_markdown(document):
         if rest:
             lines.append("- evidence: %s" % code(bounded(json.dumps(rest, sort_keys=True), 600)))
         if item["fix"]:
-            lines.append("- fix: %s" % code(item["fix"]))
+            lines += fix_lines(item["fix"])
         lines.append("- docs: %s" % cell(item["docs"]))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

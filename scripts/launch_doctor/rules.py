@@ -1,71 +1,178 @@
-"""Each rule: the parsed job, its topology and the scanned logs -> findings, each with the line that
-shows the mistake and the corrected line. Fixes are text the doctor writes; nothing from the input
-is placed in a fix except the user's own launch line, quoted as evidence or edited word by word."""
+"""Each rule: the facts (the parsed job, its topology, the scanned logs, the inputs) and the options ->
+findings, each with the line that shows the mistake and the fix. Rules decide on the structured facts
+only. A fix is a value (launch_doctor.fixes): corrected lines are rebuilt from the parsed words, the
+doctor's own words after a `#` are prose, and nothing of the input is spliced into a fix."""
 
 import re
 
-from .findings import finding
-from .parse import FIRST_NODE
-from .topology import JOB_ID, is_loopback
+from diagnostics_core import command
+from .findings import TOOL, finding
+from .fixes import FIRST_NODE_COMMAND, Edits, fix_text, option
+from .shell import FIRST_NODE
+from .topology import JOB_ID, allocation_of, is_loopback
 
 EVIDENCE_CHARS = 500
-FIRST_NODE_COMMAND = 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+# Variables a launch reads in its tasks: dropped by srun --export, the ranks run without them.
+LAUNCH_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                    "LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+                    "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PATH")
 
 
 def line_evidence(step):
     return {"line": step["line"], "text": step["text"][:EVIDENCE_CHARS]}
 
 
-def directive(alloc_sources, name):
-    source = alloc_sources.get(name)
-    return source["text"][:EVIDENCE_CHARS] if source else None
-
-
-def replace_option(text, names, value):
-    """`text` with the first option in `names` set to `value` (added after the launcher word if absent)."""
-    for name in names:
-        pattern = re.compile(r"(%s)(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)" % re.escape(name))
-        if pattern.search(text):
-            return pattern.sub(lambda m: "%s=%s" % (m.group(1), value), text, count=1)
-    return None
+def job_step(facts, shape):
+    """The parsed step (its words) a topology shape was computed from."""
+    return next(s for s in facts["job"]["steps"] if s["kind"] == "step" and s["line"] == shape["line"])
 
 
 def torchrun_steps(topo):
     return [s for s in topo["steps"] if s.get("launcher_kind") == "torchrun"]
 
 
-def rule_nested_launcher(job, topo, logs):
+def script_path(facts):
+    return (facts["inputs"].get("script") or {}).get("path") or "JOB_SCRIPT"
+
+
+# --- the script itself -----------------------------------------------------------------------------------
+
+def rule_encoding(facts, options):
+    """What sbatch refuses before bash reads a line (measured on 22.05.8): CRLF line breaks, a byte-order
+    mark at the start (or before a later #SBATCH, which then is no directive), no #! first line."""
+    seen = facts["job"].get("encoding")
+    if not seen:
+        return []
+    path, found = script_path(facts), []
+    if seen["crlf_count"]:
+        found.append(finding("doctor-script-dos-line-breaks", {
+            "lines": seen["crlf_lines"], "count": seen["crlf_count"],
+            "sbatch_says": "sbatch: error: Batch script contains DOS line breaks (\\r\\n) / instead of expected UNIX "
+                           "line breaks (\\n).", "note": "the topology below is the script's once the line breaks are fixed"},
+            "%s  # or dos2unix: sbatch refuses a script with DOS line breaks" % command.line("sed", "-i", "s/\\r$//", path)))
+    if seen["bom_lines"]:
+        at_start = seen["bom_lines"][0] == 1
+        found.append(finding("doctor-script-byte-order-mark", {
+            "lines": seen["bom_lines"], "at_start": at_start,
+            "sbatch_says": "sbatch: error: This does not look like a batch script.  The first line must start with #! "
+                           "followed by the path to an interpreter." if at_start else None,
+            "why": "a UTF-8 byte-order mark before #! makes the first line no interpreter line: sbatch refuses the "
+                   "script" if at_start else "a byte-order mark before a line makes it no #SBATCH directive: sbatch "
+                   "stops reading directives there (that one and those after it are ignored) and bash runs the line as "
+                   "a command ('command not found')"},
+            "%s  # the byte-order mark an editor saved" % command.line("sed", "-i", "s/^\\xEF\\xBB\\xBF//", path)))
+    if not seen["interpreter_line"] and not (seen["bom_lines"] and seen["bom_lines"][0] == 1):
+        found.append(finding("doctor-script-no-interpreter-line", {
+            "first_line": seen["first_line"][:EVIDENCE_CHARS],
+            "sbatch_says": "sbatch: error: This does not look like a batch script.  The first line must start with #! "
+                           "followed by the path to an interpreter."},
+            "%s  # sbatch reads the first line as the interpreter" % command.line("sed", "-i", "1i #!/bin/bash", path)))
+    return found
+
+
+def rule_invalid_counts(facts, options):
+    """Counts sbatch, srun or torchrun refuse (or silently wrap): each on the line where it stands."""
     found = []
-    alloc = topo["allocation"]
-    for step in torchrun_steps(topo):
-        if step["launcher"] != "srun" or not step["agents_per_node"] or step["agents_per_node"] <= 1:
+    for problem in facts["job"]["invalid"]:
+        evidence = dict(problem, text=(problem.get("text") or "")[:EVIDENCE_CHARS])
+        evidence.pop("step_line", None)
+        found.append(finding("doctor-directive-invalid", evidence, invalid_fix(facts, problem)))
+    return found
+
+
+def invalid_fix(facts, problem):
+    name, suggested, line = problem["option"], problem["suggested"], problem.get("line")
+    wanted = "a whole number of at least 1" if name not in ("nodes", "nnodes") else \
+        "a node count of at least 1 (MIN-MAX with MIN <= MAX)" if name == "nodes" else "MIN:MAX with 0 < MIN <= MAX"
+    where = "line %d" % line if line else "the sbatch command line"
+    if suggested is None:
+        return "# %s: give --%s %s%s" % (where, name, wanted, ", or leave it out (SLURM derives it)"
+                                         if name in ("ntasks", "ntasks-per-node", "gpus", "gpus-per-node",
+                                                     "gpus-per-task") else "")
+    # the corrected line carries every suggested value for the line, so that it is whole when pasted
+    siblings = [p for p in facts["job"]["invalid"] if p["where"] == problem["where"] and p.get("line") == line
+                and p["suggested"] is not None]
+    if problem["where"] in ("srun", "torchrun"):
+        step = next(s for s in facts["job"]["steps"] if s["kind"] == "step" and s["line"] == problem["step_line"])
+        edits = Edits()
+        for other in siblings:
+            if other["where"] == "srun":
+                edits.set_srun(other["option"], other["suggested"])
+            else:
+                edits.set_launcher(other["option"], other["suggested"])
+        return fix_text(step, edits, "--%s=%s" % (name, suggested), "give --%s %s" % (name, wanted))
+    words = problem.get("words") or directive_words(facts, problem)
+    for other in siblings:
+        words = rebuilt_options(words, other["option"], other["suggested"])
+    if problem["where"] == "sbatch":
+        return "%s  # the sbatch command line, corrected" % command.line("sbatch", words, script_path(facts))
+    return "%s  # %s, corrected" % (command.line("#SBATCH", words).replace("'#SBATCH'", "#SBATCH", 1), where)
+
+
+def directive_words(facts, problem):
+    component = facts["job"]["components"][problem.get("component") or 0]
+    source = component["option_sources"].get(problem["option"]) or {}
+    return source.get("words") or []
+
+
+def rebuilt_options(words, name, value):
+    """sbatch option words with --name set to value (the doctor's word in place of the user's)."""
+    out, skip = [], False
+    short = {"nodes": "-N", "ntasks": "-n", "cpus-per-task": "-c"}.get(name)
+    for index, word in enumerate(words):
+        if skip:
+            skip = False
             continue
+        if word == "--" + name or (short and word == short):
+            out.append("--%s=%s" % (name, value))
+            skip = True
+        elif word.startswith("--%s=" % name) or (short and word.startswith(short) and len(word) > 2):
+            out.append("--%s=%s" % (name, value))
+        else:
+            out.append(word)
+    return out
+
+
+# --- the steps -----------------------------------------------------------------------------------------
+
+def one_agent_per_node(shape, alloc):
+    edits = Edits().set_srun("ntasks", shape["nodes"] or 1).set_srun("ntasks-per-node", 1)
+    if alloc["cpus_on_node"]:
+        edits.set_srun("cpus-per-task", alloc["cpus_on_node"])
+    return edits
+
+
+def rule_nested_launcher(facts, options):
+    topo, found = facts["topology"], []
+    for shape in torchrun_steps(topo):
+        if shape["launcher"] != "srun" or not shape["agents_per_node"] or shape["agents_per_node"] <= 1:
+            continue
+        alloc = allocation_of(topo, shape)
         cores = alloc["cpus_on_node"]
-        fix_lines = ["#SBATCH --ntasks-per-node=1"]
-        if cores:
-            fix_lines.append("#SBATCH --cpus-per-task=%d" % cores)
-        fix = ("start one torchrun agent per node: in the job script use %s (replacing %s), and keep the launch "
-               "line; or, to keep the other steps as they are, run this step as: %s"
-               % (" and ".join("`%s`" % line for line in fix_lines),
-                  "`%s`" % directive(job["option_sources"], "ntasks-per-node") if directive(
-                      job["option_sources"], "ntasks-per-node") else "the task count",
-                  srun_one_per_node(step, alloc)))
-        found.append(finding("doctor-nested-launcher", dict(line_evidence(step), **{
-            "srun_tasks": step["tasks"], "nodes": step["nodes"], "agents_per_node": step["agents_per_node"],
-            "torchrun_nnodes": step["nnodes"], "agents_joining": step["agents_joined"],
-            "agents_failing": step["agents_failing"], "world_size": step["world_size"],
+        directives = ["#SBATCH --ntasks-per-node=1"] + (["#SBATCH --cpus-per-task=%d" % cores] if cores else [])
+        source = facts["job"]["option_sources"].get("ntasks-per-node")
+        also = "; or keep the line and set %s%s" % (" and ".join(directives), " (line %d)" % source["line"]
+                                                   if source and source.get("line") else "")
+        srun_words = command.line("srun", option("ntasks", shape["nodes"] or 1), option("ntasks-per-node", 1),
+                                  [option("cpus-per-task", cores)] if cores else [])
+        fix = fix_text(job_step(facts, shape), one_agent_per_node(shape, alloc), "one torchrun agent per node with all "
+                       "its CPUs", "start it with %s before torchrun" % srun_words, also)
+        found.append(finding("doctor-nested-launcher", dict(line_evidence(shape), **{
+            "srun_tasks": shape["tasks"], "nodes": shape["nodes"], "agents_per_node": shape["agents_per_node"],
+            "torchrun_nnodes": shape["nnodes"], "agents_joining": shape["agents_joined"],
+            "agents_failing": shape["agents_failing"], "world_size": shape["world_size"],
             "why": "srun starts one torchrun per task, so %d agents on %d nodes race for a %s-agent rendezvous: "
                    "the first %d form a world of %s ranks squeezed into their tasks' CPUs, the rest fail with "
                    "RendezvousConnectionError when the store's host exits, and SLURM marks the step FAILED"
-                   % (step["tasks"], step["nodes"], step["nnodes"], step["agents_joined"], step["world_size"])}),
+                   % (shape["tasks"], shape["nodes"], shape["nnodes"], shape["agents_joined"], shape["world_size"])}),
             fix))
-    for log in logs:
+    for log in facts["logs"]:
         if log["agents"] < 2 or "doctor-log-store-lost" not in log["signatures"]:
             continue
         per_node = {}
         for entry in log["srun_failed_tasks"]:
             per_node[entry["node"]] = per_node.get(entry["node"], 0) + entry["count"]
-        nodes = topo["allocation"]["nodes"] if job["source"] != "log" else len(per_node) or None
+        nodes = topo["allocation"]["nodes"] if facts["job"]["source"] != "log" else len(per_node) or None
         crowded = sorted(node for node, count in per_node.items() if count > 1)
         if not crowded and not (nodes and log["agents"] > nodes):
             continue
@@ -80,304 +187,364 @@ def rule_nested_launcher(job, topo, logs):
             "file": log["file"], "torchrun_agents_logged": log["agents"], "agent_pids": log["agent_pids"][:16],
             "failed_tasks_per_node": per_node, "failed_tasks": log["srun_failed_tasks"][:8],
             "store_lost": log["signatures"]["doctor-log-store-lost"], "why": why + ", and the extra ones lost the store"},
-            "start one torchrun per node: #SBATCH --ntasks-per-node=1 with #SBATCH --cpus-per-task=<all the "
-            "cores the node's ranks need>; %s JOB_SCRIPT shows the corrected lines" % TOOL_COMMAND()))
+            "%s JOB_SCRIPT  # prints the corrected lines; one torchrun per node: #SBATCH --ntasks-per-node=1 with "
+            "#SBATCH --cpus-per-task=<all the cores the node's ranks need>" % TOOL.command()))
     return found
 
 
-def TOOL_COMMAND():
-    from .findings import TOOL
-    return TOOL.command()
-
-
-def srun_one_per_node(step, alloc):
-    cores = alloc["cpus_on_node"]
-    text = step["text"].strip()
-    head = "srun --ntasks=%d --ntasks-per-node=1%s" % (
-        step["nodes"] or 1, " --cpus-per-task=%d" % cores if cores else "")
-    rest = re.sub(r"^.*?\bsrun\b((\s+-\S+(\s+(?!-)\S+)?)*?)\s+(?=\S*(torchrun|python))", "", text, count=1)
-    return "`%s %s`" % (head, rest if rest != text else "<the torchrun command>")
-
-
-def rule_counts(job, topo, logs):
-    found = []
-    alloc = topo["allocation"]
-    for step in topo["steps"]:
-        problems = list(step["notes"]) if step["step_fails"] or any("ignores" in n for n in step["notes"]) else []
-        fixes = []
-        if step["step_fails"]:
-            fixes.append("ask for no more CPUs per task than the job holds per node: srun --cpus-per-task=%d "
-                         "(the job's %s CPUs per node / %s tasks)" % (
-                             max(1, (alloc["cpus_on_node"] or 1) // (step["tasks_per_node"] or 1)),
-                             alloc["cpus_on_node"], step["tasks_per_node"]))
-        if any("ignores" in n for n in step["notes"]):
-            fixes.append("give srun the total too: srun --ntasks=%d %s" % (
-                (whole_int(re.search(r"--ntasks-per-node[= ](\d+)", step["text"])) or 1) * (step["nodes"] or 1),
-                "--ntasks-per-node=%s ..." % (whole_int(re.search(r"--ntasks-per-node[= ](\d+)", step["text"])) or 1)))
-        if step["launcher"] == "srun" and alloc["nodes"] and step["nodes"] and step["nodes"] > alloc["nodes"]:
-            problems.append("srun asks for %d nodes; the job holds %d" % (step["nodes"], alloc["nodes"]))
-            fixes.append("srun -N %d (or #SBATCH --nodes=%d)" % (alloc["nodes"], step["nodes"]))
-        if step.get("launcher_kind") == "torchrun":
-            agents, low, high = step["agents"], step["nnodes_min"], step["nnodes_max"]
-            per_node = step["agents_per_node"] or 1
+def rule_counts(facts, options):
+    topo, found = facts["topology"], []
+    for shape in topo["steps"]:
+        alloc = allocation_of(topo, shape)
+        problems, edits, steps_done, prose = [], Edits(), [], []
+        if shape["step_fails"]:
+            per_task = max(1, (alloc["cpus_on_node"] or 1) // (shape["tasks_per_node"] or 1))
+            problems.append("srun fails: %d tasks x %d CPUs exceed the job's %s CPUs on a node (\"More processors "
+                            "requested than permitted\")" % (shape["tasks_per_node"], shape["cpus_per_task"],
+                                                               alloc["cpus_on_node"]))
+            edits.set_srun("cpus-per-task", per_task)
+            steps_done.append("no more CPUs per task than the job holds per node (%s CPUs / %s tasks)" % (
+                alloc["cpus_on_node"], shape["tasks_per_node"]))
+        ignored = shape["ntasks_per_node_ignored"]
+        if ignored:
+            problems.append("srun ignores --ntasks-per-node=%d: the job's SLURM_NTASKS=%d is not %d x %d nodes (srun "
+                            "warns \"can't honor --ntasks-per-node\")" % (ignored["ntasks_per_node"], ignored["job_tasks"],
+                                                                          ignored["ntasks_per_node"], ignored["nodes"]))
+            edits.set_srun("ntasks", ignored["ntasks_per_node"] * ignored["nodes"])
+            steps_done.append("srun given the total with --ntasks-per-node, which it then honours")
+        if shape["nodes_over_job"]:
+            problems.append("srun asks for %d nodes; the job holds %d" % (shape["nodes"], alloc["nodes"]))
+            edits.set_srun("nodes", alloc["nodes"])
+            steps_done.append("srun's nodes within the job's (or #SBATCH --nodes=%d)" % shape["nodes"])
+        if shape.get("launcher_kind") == "torchrun":
+            agents, low, high = shape["agents"], shape["nnodes_min"], shape["nnodes_max"]
+            per_node = shape["agents_per_node"] or 1
+            mismatch = False
             if agents is not None and low and agents < low:
                 problems.append("torchrun waits for %s agents (--nnodes=%s) but %s starts %d: the rendezvous "
-                                "times out" % (low, step["nnodes"], step["launcher"], agents))
-                fixes.append(nnodes_fix(step, agents, alloc))
+                                "times out" % (low, shape["nnodes"], shape["launcher"], agents))
+                mismatch = True
             elif agents is not None and high and agents > high and per_node == 1:
                 problems.append("%d agents start for a %d-agent rendezvous: %d fail" % (agents, high, agents - high))
-                fixes.append(nnodes_fix(step, agents, alloc))
-        exported = step.get("world_size_exported")
-        if exported is not None and step.get("launcher_kind") in ("srun", "none"):
-            value = re.match(r"^\d+$", str(exported))
-            if value and step["world_size"] and int(exported) != step["world_size"]:
-                problems.append("WORLD_SIZE=%s but the step starts %d ranks" % (exported, step["world_size"]))
-                fixes.append("WORLD_SIZE=$SLURM_NTASKS inside the srun command (bash -c '...'), not a number")
-        if problems:
-            found.append(finding("doctor-count-mismatch", dict(line_evidence(step), problems=problems,
-                                                               nodes=step["nodes"], tasks=step["tasks"],
-                                                               job_nodes=alloc["nodes"]), "; ".join(fixes)))
-    for log in logs:
+                mismatch = True
+            if mismatch and shape["launcher"] != "srun":
+                edits.run_under_srun([("ntasks", alloc["nodes"] or agents), ("ntasks-per-node", 1)] + (
+                    [("cpus-per-task", alloc["cpus_on_node"])] if alloc["cpus_on_node"] else []))
+                edits.set_launcher("nnodes", "$SLURM_NNODES")
+                steps_done.append("one agent per node, and torchrun waits for the job's nodes")
+            elif mismatch:
+                edits.set_launcher("nnodes", "$SLURM_NNODES")
+                steps_done.append("torchrun waits for as many agents as the job's nodes")
+        exported = shape.get("world_size_exported")
+        if exported is not None and shape.get("launcher_kind") in ("srun", "none"):
+            if str(exported).isdigit() and len(str(exported)) < 10 and shape["world_size"] \
+                    and int(exported) != shape["world_size"]:
+                problems.append("WORLD_SIZE=%s but the step starts %d ranks" % (exported, shape["world_size"]))
+                prose.append("set WORLD_SIZE=$SLURM_NTASKS inside the srun command (bash -c '...'), not a number")
+        if not problems:
+            continue
+        step = job_step(facts, shape)
+        fixes = [fix_text(step, edits, "; ".join(steps_done), "on its srun or torchrun: %s" % "; ".join(steps_done))] \
+            if steps_done else []
+        fixes += ["# " + text for text in prose]
+        found.append(finding("doctor-count-mismatch", dict(line_evidence(shape), problems=problems,
+                                                           nodes=shape["nodes"], tasks=shape["tasks"],
+                                                           job_nodes=alloc["nodes"], het_group=shape["het_group"]),
+                             "\n".join(fixes)))
+    for log in facts["logs"]:
         if log["ntasks_per_node_ignored"]:
             found.append(finding("doctor-count-mismatch", {"log": log["ntasks_per_node_ignored"],
                                                            "problems": ["srun ignored --ntasks-per-node"]},
-                                 "give srun --ntasks=<nodes x tasks per node> with --ntasks-per-node (srun ignores "
+                                 "# give srun --ntasks=<nodes x tasks per node> with --ntasks-per-node (srun ignores "
                                  "--ntasks-per-node alone when the job's SLURM_NTASKS differs)"))
     return dedupe(found)
-
-
-def whole_int(match):
-    return int(match.group(1)) if match else None
-
-
-def nnodes_fix(step, agents, alloc):
-    text = step["text"].strip()
-    nodes = alloc["nodes"] or agents
-    if step["launcher"] != "srun":
-        return ("start one agent per node: srun --ntasks=%d --ntasks-per-node=1%s %s"
-                % (nodes, " --cpus-per-task=%d" % alloc["cpus_on_node"] if alloc["cpus_on_node"] else "", text))
-    fixed = replace_option(text, ("--nnodes",), "$SLURM_NNODES")
-    return fixed or "torchrun --nnodes=$SLURM_NNODES ..."
 
 
 def dedupe(found):
     seen, kept = set(), []
     for item in found:
-        key = (item["id"], repr(item["evidence"].get("line")), repr(item["evidence"].get("log")))
+        key = (item["id"], repr(item["evidence"].get("line")), repr(item["evidence"].get("log")),
+               repr(item["evidence"].get("het_group")))
         if key not in seen:
             seen.add(key)
             kept.append(item)
     return kept
 
 
-def rule_cpus(job, topo, logs):
-    found = []
-    alloc = topo["allocation"]
-    for step in topo["steps"]:
-        if step["step_fails"] or not alloc["cpus_on_node"] or (step.get("agents_per_node") or 1) > 1:
+def rule_cpus(facts, options):
+    topo, found = facts["topology"], []
+    for shape in topo["steps"]:
+        alloc = allocation_of(topo, shape)
+        if shape["step_fails"] or not alloc["cpus_on_node"] or (shape.get("agents_per_node") or 1) > 1:
             continue  # a nested launcher is its own finding, with its own fix
-        ranks = step.get("ranks_per_node")
+        ranks = shape.get("ranks_per_node")
         ranks = max(ranks) if isinstance(ranks, list) else ranks
         if not ranks:
             continue
         fair = alloc["cpus_on_node"] / ranks
         shortfalls = []
-        for label, shape in step["version_shapes"]:
-            per_rank = shape.get("cpus_per_rank")
+        for label, version_shape in shape["version_shapes"]:
+            per_rank = version_shape.get("cpus_per_rank")
             if per_rank is not None and per_rank + 1e-9 < fair:
-                shortfalls.append({"slurm": label, "cpus_per_task": shape["cpus_per_task"],
-                                   "cpus_per_rank": per_rank, "because": shape["cpus_source"]})
+                shortfalls.append({"slurm": label, "cpus_per_task": version_shape["cpus_per_task"],
+                                   "cpus_per_rank": per_rank, "because": version_shape["cpus_source"]})
         if not shortfalls:
             continue
-        per_task = alloc["cpus_on_node"] // (step["tasks_per_node"] or 1)
-        found.append(finding("doctor-cpus-not-given", dict(line_evidence(step), **{
+        per_task = alloc["cpus_on_node"] // (shape["tasks_per_node"] or 1)
+        threads = max(1, int(fair))
+        fix = "%s  # before line %d, for its %d rank(s) per task\n%s" % (
+            command.line("export", "OMP_NUM_THREADS=%d" % threads), shape["line"],
+            max(1, ranks // (shape["tasks_per_node"] or 1)),
+            fix_text(job_step(facts, shape), Edits().set_srun("cpus-per-task", per_task),
+                     "say it on the srun line, which every SLURM version honours (the job holds %d CPUs per node for "
+                     "%d task(s))" % (alloc["cpus_on_node"], shape["tasks_per_node"] or 1),
+                     "give srun --cpus-per-task=%d" % per_task))
+        found.append(finding("doctor-cpus-not-given", dict(line_evidence(shape), **{
             "job_cpus_per_node": alloc["cpus_on_node"], "ranks_per_node": ranks, "fair_share": round(fair, 3),
-            "given": shortfalls}),
-            "say it on the srun line, which every SLURM version honours: srun --cpus-per-task=%d ... (the job "
-            "holds %d CPUs per node for %d task(s)), and export OMP_NUM_THREADS=%d for its %d rank(s) per task"
-            % (per_task, alloc["cpus_on_node"], step["tasks_per_node"] or 1,
-               max(1, int(fair)), max(1, ranks // (step["tasks_per_node"] or 1)))))
+            "given": shortfalls}), fix))
     return found
 
 
-def rule_one_thread(job, topo, logs):
+def rule_one_thread(facts, options):
     found = []
-    for step in torchrun_steps(topo):
-        threads = step["threads_per_rank"]
-        per_rank = step["cpus_per_rank"]
+    for shape in torchrun_steps(facts["topology"]):
+        threads = shape["threads_per_rank"]
+        per_rank = shape["cpus_per_rank"]
         if per_rank is None:
-            per_rank = min((s.get("cpus_per_rank") or 0) for _, s in step["version_shapes"])
-        if threads["value"] == 1 and threads["source"].startswith("torchrun") and per_rank and per_rank >= 2:
-            found.append(finding("doctor-omp-one-thread", dict(line_evidence(step), **{
-                "nproc_per_node": step["nproc_per_node"], "cpus_per_rank": per_rank, "threads": threads}),
-                "export OMP_NUM_THREADS=%d before line %d (torchrun then leaves it as it is)" % (
-                    int(per_rank), step["line"])))
+            per_rank = min((s.get("cpus_per_rank") or 0) for _, s in shape["version_shapes"])
+        if threads["value"] == 1 and threads["default"] == "torchrun" and per_rank and per_rank >= 2:
+            found.append(finding("doctor-omp-one-thread", dict(line_evidence(shape), **{
+                "nproc_per_node": shape["nproc_per_node"], "cpus_per_rank": per_rank, "threads": threads}),
+                "%s  # before line %d (torchrun then leaves it as it is%s)" % (
+                    command.line("export", "OMP_NUM_THREADS=%d" % int(per_rank)), shape["line"],
+                    "; srun --export must pass it too" if shape["export"]["mode"] != "all" else "")))
     return found
 
 
-def rule_gpus(job, topo, logs):
-    gpus = topo["allocation"]["gpus_per_node"]
-    found = []
-    if not gpus:
-        return found
-    for step in topo["steps"]:
-        ranks = step.get("ranks_per_node")
+def rule_gpus(facts, options):
+    topo, found = facts["topology"], []
+    for shape in topo["steps"]:
+        gpus = allocation_of(topo, shape)["gpus_per_node"]
+        ranks = shape.get("ranks_per_node")
         ranks = max(ranks) if isinstance(ranks, list) else ranks
-        if ranks and ranks > gpus:
-            found.append(finding("doctor-gpu-count-mismatch", dict(line_evidence(step), ranks_per_node=ranks,
-                                                                   gpus_per_node=gpus),
-                                 "one rank per GPU: %s" % ("torchrun --nproc-per-node=%d" % gpus
-                                                           if step.get("launcher_kind") == "torchrun"
-                                                           else "#SBATCH --ntasks-per-node=%d" % gpus)))
+        if not gpus or not ranks or ranks <= gpus:
+            continue
+        if shape.get("launcher_kind") == "torchrun":
+            fix = fix_text(job_step(facts, shape), Edits().set_launcher("nproc-per-node", gpus), "one rank per GPU",
+                           "give torchrun --nproc-per-node=%d" % gpus)
+        else:
+            fix = "#SBATCH --ntasks-per-node=%d  # one rank per GPU" % gpus
+        found.append(finding("doctor-gpu-count-mismatch", dict(line_evidence(shape), ranks_per_node=ranks,
+                                                               gpus_per_node=gpus), fix))
     return found
 
 
-def multi_node(step):
-    if step.get("launcher_kind") == "torchrun":
-        return (step.get("nnodes_max") or 1) > 1
-    return (step.get("nodes") or 1) > 1 and (step.get("tasks") or 1) > 1
+def multi_node(shape):
+    if shape.get("launcher_kind") == "torchrun":
+        return (shape.get("nnodes_max") or 1) > 1
+    return (shape.get("nodes") or 1) > 1 and (shape.get("tasks") or 1) > 1
 
 
-def rule_rendezvous(job, topo, logs):
+def rule_rendezvous(facts, options):
     found = []
-    for step in topo["steps"]:
-        rdzv = step.get("rendezvous")
-        if not rdzv or not multi_node(step):
+    for shape in facts["topology"]["steps"]:
+        rdzv = shape.get("rendezvous")
+        if not rdzv or not multi_node(shape):
             continue
         host = rdzv["host_resolved"]
-        if rdzv["given"].get("standalone") or (host is not None and is_loopback(host)):
-            why = ("--standalone starts a private rendezvous on each node" if rdzv["given"].get("standalone") else
-                   "%s is this node itself on every node: each node waits at its own endpoint%s" % (
-                       host or "(no endpoint)", "" if any(rdzv["given"].values()) else
-                       " (no --rdzv-endpoint or --master-addr given: torchrun's default)"))
-            port = rdzv["port"] if rdzv["port"] else 29400
-            if step.get("launcher_kind") == "torchrun":
-                fixed = replace_option(step["text"].strip(), ("--rdzv-endpoint", "--rdzv_endpoint"),
-                                       "$MASTER_ADDR:%d" % port)
-                fixed = fixed or "torchrun --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:%d ..." % port
-                fixed = fixed.replace("--standalone", "--rdzv-backend=c10d --rdzv-id=$SLURM_JOB_ID")
-            else:
-                fixed = "export MASTER_PORT=%d before the srun line" % port
-            found.append(finding("doctor-rendezvous-unreachable", dict(line_evidence(step), rendezvous=rdzv, why=why),
-                                 "%s before line %d, then: %s" % (FIRST_NODE_COMMAND.replace("MASTER_ADDR=",
-                                                                                             "export MASTER_ADDR="),
-                                                                   step["line"], fixed)))
+        if not (rdzv["given"].get("standalone") or (host is not None and is_loopback(host))):
+            continue
+        why = ("--standalone starts a private rendezvous on each node" if rdzv["given"].get("standalone") else
+               "%s is this node itself on every node: each node waits at its own endpoint%s" % (
+                   host or "(no endpoint)", "" if any(rdzv["given"].values()) else
+                   " (no --rdzv-endpoint or --master-addr given: torchrun's default)"))
+        port = rdzv["port"] if rdzv["port"] else 29400
+        if shape.get("launcher_kind") == "torchrun":
+            edits = Edits().set_launcher("standalone", None).set_launcher("master-addr", None).set_launcher(
+                "master-port", None).set_launcher("rdzv-backend", "c10d").set_launcher(
+                "rdzv-endpoint", "$MASTER_ADDR:%d" % port).set_launcher("rdzv-id", "$SLURM_JOB_ID")
+            fix = fix_text(job_step(facts, shape), edits, "the c10d rendezvous at the job's first node",
+                           "%s before it, and give torchrun %s" % (FIRST_NODE_COMMAND, " ".join(
+                               [option("rdzv-backend", "c10d"), option("rdzv-endpoint", "$MASTER_ADDR:%d" % port),
+                                option("rdzv-id", "$SLURM_JOB_ID")])))
+        else:
+            fix = "%s; %s  # before line %d" % (FIRST_NODE_COMMAND, command.line("export", "MASTER_PORT=%d" % port),
+                                                 shape["line"])
+        found.append(finding("doctor-rendezvous-unreachable", dict(line_evidence(shape), rendezvous=rdzv, why=why), fix))
     return found
 
 
-def rule_unique(job, topo, logs):
+def rule_unique(facts, options):
     found = []
-    for step in torchrun_steps(topo):
-        rdzv = step.get("rendezvous")
-        if not rdzv or not multi_node(step) or rdzv["backend"] == "static" or rdzv["given"].get("standalone"):
+    for shape in torchrun_steps(facts["topology"]):
+        rdzv = shape.get("rendezvous")
+        if not rdzv or not multi_node(shape) or rdzv["backend"] == "static" or rdzv["given"].get("standalone"):
             continue
-        problems = []
+        problems, edits = [], Edits()
         if rdzv["id"] in (None, "none") or JOB_ID not in (rdzv["id_resolved"] or JOB_ID):
             problems.append("--rdzv-id=%s is the same in every job: a second job at the same endpoint joins this "
                             "one's rendezvous" % rdzv["id"])
+            edits.set_launcher("rdzv-id", "$SLURM_JOB_ID")
         host = rdzv["host_resolved"]
-        if host and host != FIRST_NODE and not is_loopback(host) and "$" not in rdzv["host"]:
+        if host and host != FIRST_NODE and not is_loopback(host) and rdzv["host_written"]:
             problems.append("the endpoint host %s is written into the script: the next allocation may not "
                             "include it" % host)
+            edits.set_launcher("rdzv-endpoint", "$MASTER_ADDR:%d" % (rdzv["port"] or 29400))
         if problems:
-            fixed = replace_option(step["text"].strip(), ("--rdzv-id", "--rdzv_id"), "$SLURM_JOB_ID") or (
-                step["text"].strip() + " --rdzv-id=$SLURM_JOB_ID")
-            found.append(finding("doctor-rendezvous-not-unique", dict(line_evidence(step), problems=problems,
-                                                                      rendezvous=rdzv),
-                                 "%s; derive the host from the job: export %s" % (fixed, FIRST_NODE_COMMAND)))
+            fix = fix_text(job_step(facts, shape), edits, "an id and endpoint of this job",
+                           "give torchrun %s among its options" % option("rdzv-id", "$SLURM_JOB_ID"))
+            if FIRST_NODE_COMMAND not in fix:
+                fix += "\n%s  # the endpoint host from the job's nodes, if it needs one" % FIRST_NODE_COMMAND
+            found.append(finding("doctor-rendezvous-not-unique", dict(line_evidence(shape), problems=problems,
+                                                                      rendezvous=rdzv), fix))
     return found
 
 
-def rule_ports(job, topo, logs):
+def rule_ports(facts, options):
     """Steps that overlap in time (a step ended with & runs until `wait`) must not share a port:
     one finding per port, naming the first two steps and how many clash."""
-    clashes, running = {}, []
-    by_line = dict((s["line"], s) for s in topo["steps"])
-    for entry in job["steps"]:
+    topo, clashes, running = facts["topology"], {}, []
+    by_line = {}
+    for shape in topo["steps"]:
+        by_line.setdefault(shape["line"], shape)
+    for entry in facts["job"]["steps"]:
         if entry["kind"] == "wait":
             running = []
             continue
-        step = by_line.get(entry["line"])
-        if step is None or not step.get("rendezvous") or step["rendezvous"]["port"] is None:
+        shape = by_line.get(entry["line"])
+        if shape is None or not shape.get("rendezvous") or shape["rendezvous"]["port"] is None:
             continue
-        port = step["rendezvous"]["port"]
-        other = next((o for o in running if o["rendezvous"]["port"] == port and o["line"] != step["line"]), None)
+        port = shape["rendezvous"]["port"]
+        other = next((o for o in running if o["rendezvous"]["port"] == port and o["line"] != shape["line"]), None)
         if other is not None:
-            clash = clashes.setdefault(port, {"first": other, "second": step, "steps": set()})
-            clash["steps"].update((other["line"], step["line"]))
-        if step["background"]:
-            running.append(step)
+            clash = clashes.setdefault(port, {"first": other, "second": shape, "steps": set()})
+            clash["steps"].update((other["line"], shape["line"]))
+        if shape["background"]:
+            running.append(shape)
     found = []
     for port, clash in sorted(clashes.items()):
-        step = clash["second"]
-        fixed = replace_option(step["text"].strip(), ("--rdzv-endpoint", "--rdzv_endpoint"),
-                               "%s:%d" % (step["rendezvous"]["host"] or "$MASTER_ADDR", port + 1)) or \
-            replace_option(step["text"].strip(), ("--master-port", "--master_port"), str(port + 1)) or \
-            "MASTER_PORT=%d for the second step" % (port + 1)
+        shape = clash["second"]
+        rdzv, given = shape["rendezvous"], shape["rendezvous"]["given"]
+        edits = Edits()
+        if given.get("rdzv-endpoint"):
+            host = rdzv["host"] if plain_host(rdzv["host"]) else "$MASTER_ADDR"
+            edits.set_launcher("rdzv-endpoint", "%s:%d" % (host.replace(FIRST_NODE, "$MASTER_ADDR"), port + 1))
+        elif shape.get("launcher_kind") == "torchrun":
+            edits.set_launcher("master-port", port + 1)
+        else:
+            edits.set_env("MASTER_PORT", port + 1)
+        fix = fix_text(job_step(facts, shape), edits, "its own port, %d" % (port + 1),
+                       "give it its own port, %d" % (port + 1))
         found.append(finding("doctor-port-clash", {
-            "port": port, "first": line_evidence(clash["first"]), "second": line_evidence(step),
+            "port": port, "first": line_evidence(clash["first"]), "second": line_evidence(shape),
             "steps_on_this_port": len(clash["steps"]),
             "why": "these steps run at once (the earlier ones end with &) and bind the same port on the node "
-                   "that hosts them: the later ones fail with 'address already in use'"},
-            "give each concurrent step its own port, e.g. line %d as: %s" % (step["line"], fixed)))
+                   "that hosts them: the later ones fail with 'address already in use'"}, fix))
     return found
 
 
-def rule_log_signatures(job, topo, logs):
+def plain_host(host):
+    """A host word the doctor may carry into its own word: a name, an address, $NAME or the first node."""
+    return bool(re.match(r"^([A-Za-z0-9_.-]+|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|%s)$"
+                         % re.escape(FIRST_NODE), host or ""))
+
+
+def rule_export(facts, options):
+    """srun --export (or SRUN_EXPORT_ENV) without ALL: the tasks get only the names it lists, and SLURM_*.
+    A program named without a path then is not found (no PATH); variables the script exported for the
+    launch do not reach the ranks."""
+    found, seen = [], set()
+    for shape in facts["topology"]["steps"]:
+        export = shape.get("export") or {}
+        if export.get("mode", "all") == "all" or shape["line"] in seen:
+            continue
+        seen.add(shape["line"])
+        step = job_step(facts, shape)
+        given = export["given"]
+        if not export["program_found"]:
+            value = "PATH" if export["mode"] == "none" else "PATH," + given
+            fix = fix_text(step, Edits().set_srun("export", value) if export["source"] == "srun --export" else
+                           Edits().set_env("SRUN_EXPORT_ENV", value), "PATH reaches the tasks",
+                           "give srun --export=PATH,... (or the program's full path)",
+                           "; or name the program by its full path")
+            found.append(finding("doctor-export-program-not-found", dict(line_evidence(shape), export=export, **{
+                "program": step["words"][step["srun_options_end"]]["value"][:200]
+                if step.get("srun_options_end") is not None and step["srun_options_end"] < len(step["words"]) else None,
+                "slurm_says": "slurmstepd: error: execve(): <program>: No such file or directory (exit code 2)"}), fix))
+        dropped = [name for name in export["dropped"] if name in LAUNCH_VARIABLES or name.startswith(("NCCL_", "GLOO_"))]
+        setup = [entry for entry in facts["job"]["environment_setup"] if entry["line"] < shape["line"]]
+        if dropped or setup:
+            names = [name for name in dropped if name != "PATH"]
+            fix = fix_text(step, Edits().set_srun("export", "ALL") if export["source"] == "srun --export" else
+                           Edits().set_env("SRUN_EXPORT_ENV", "ALL"), "the script's variables reach the tasks",
+                           "give srun --export=ALL", "; or keep the list and add %s" % ",".join(names)
+                           if names else "")
+            found.append(finding("doctor-export-drops-variables", dict(line_evidence(shape), export=export, **{
+                "dropped": dropped, "environment_setup_lines": [entry["line"] for entry in setup][:16],
+                "why": "srun --export=%s passes only %s to the tasks: what the script exported%s is not there" % (
+                    given, "SLURM_* variables" if export["mode"] == "none" else "the names it lists and SLURM_*",
+                    " and what its environment setup (source, module load, conda activate) set" if setup else "")}),
+                fix))
+    return found
+
+
+# --- the logs -------------------------------------------------------------------------------------------
+
+LOG_FIXES = {
+    "doctor-log-store-lost": "# the agent that hosted the store exited first: check for more agents than --nnodes (one "
+                             "torchrun per node: #SBATCH --ntasks-per-node=1) or a crashed node-0 agent earlier in the log",
+    "doctor-log-loopback": FIRST_NODE_COMMAND + "  # a MASTER_ADDR every node reaches; and export GLOO_SOCKET_IFNAME="
+                                                "<the interface that routes to it: ip route get $MASTER_ADDR>",
+    "doctor-log-timeout": "# count what joined against what was asked: torchrun --nnodes=$SLURM_NNODES and one agent per "
+                          "node; if all joined, a rank died or hung earlier in the log",
+    "doctor-log-address-in-use": "export MASTER_PORT=$((29500 + SLURM_JOB_ID % 1000))  # a port of its own for each "
+                                 "concurrent step and each job sharing a node",
+    "doctor-log-duplicate-device": "# one rank per GPU: torchrun --nproc-per-node=<GPUs per node>, and "
+                                   "torch.cuda.set_device(LOCAL_RANK) before init_process_group",
+}
+
+
+def rule_log_signatures(facts, options):
     found = []
-    fixes = {
-        "doctor-log-store-lost": "the agent that hosted the store exited first: check for more agents than "
-                                 "--nnodes (one torchrun per node: #SBATCH --ntasks-per-node=1) or a crashed "
-                                 "node-0 agent earlier in the log",
-        "doctor-log-loopback": "export GLOO_SOCKET_IFNAME=<the interface that routes to MASTER_ADDR: "
-                               "ip route get $MASTER_ADDR> and use a MASTER_ADDR every node reaches (%s)"
-                               % FIRST_NODE_COMMAND,
-        "doctor-log-timeout": "count what joined against what was asked: torchrun --nnodes=$SLURM_NNODES and one "
-                              "agent per node; if all joined, a rank died or hung earlier in the log",
-        "doctor-log-address-in-use": "give each concurrent step (and each job sharing a node) its own port: "
-                                     "MASTER_PORT=$((29500 + SLURM_JOB_ID % 1000)) or --rdzv-endpoint=HOST:0 "
-                                     "is not allowed, pick a distinct one",
-        "doctor-log-duplicate-device": "one rank per GPU: torchrun --nproc-per-node=<GPUs per node>, and "
-                                       "torch.cuda.set_device(LOCAL_RANK) before init_process_group",
-    }
-    for log in logs:
+    for log in facts["logs"]:
         for finding_id, entry in sorted(log["signatures"].items()):
             evidence = dict(entry)
             if finding_id == "doctor-log-store-lost" and log["srun_failed_tasks"]:
                 evidence["srun_failed_tasks"] = log["srun_failed_tasks"][:8]
                 evidence["torchrun_agents_logged"] = log["agents"]
-            found.append(finding(finding_id, evidence, fixes[finding_id]))
+            found.append(finding(finding_id, evidence, LOG_FIXES[finding_id]))
     return found
 
 
-def rule_input(job, topo, logs):
+def rule_log_truncated(facts, options):
     found = []
-    if job.get("steps_not_analysed"):
-        job["not_understood"].append({"line": None, "text": "", "why": [
-            "%d commands past the first %d launch lines were counted, not analysed" % (
-                job["steps_not_analysed"], len(job["steps"]))]})
+    for entry in facts["inputs"]["logs"]:
+        if entry["read"]["skipped_bytes"] or entry["partial"]:
+            found.append(finding("doctor-log-truncated", dict(entry["read"], file=entry["path"],
+                                                              deadline_reached=entry["partial"]),
+                                 "%s | head  # the middle of the log" % command.line(
+                                     "grep", "-n", "-E", "Error|error:|Timed out", entry["path"])))
+    return found
+
+
+def rule_input(facts, options):
+    job, topo, found = facts["job"], facts["topology"], []
     if job["not_understood"]:
         found.append(finding("doctor-line-not-understood", {
             "lines": [dict(item, text=item["text"][:EVIDENCE_CHARS]) for item in job["not_understood"][:20]],
             "count": len(job["not_understood"]),
             "note": "nothing in the script was run or expanded; the topology leaves out what these lines decide"},
-            "write the launch with literal values or plain $VARIABLES (e.g. export NPROC=4, then "
-            "--nproc-per-node=$NPROC) so the doctor can follow it, or pass the launch line itself with --command"))
-    if job["source"] != "log" and not [s for s in topo["steps"] if s["launcher_kind"] in ("torchrun", "mpirun") or s["launcher"] == "srun"]:
+            "# write the launch with literal values or plain $VARIABLES (export NPROC=4, then --nproc-per-node=$NPROC) "
+            "so the doctor can follow it, or pass the launch line itself with --command"))
+    if job["source"] != "log" and not [s for s in topo["steps"] if s["launcher_kind"] in ("torchrun", "mpirun")
+                                       or s["launcher"] == "srun"]:
         found.append(finding("doctor-no-launch-line", {"steps_read": len(topo["steps"]),
-                                                      "directives": len(job["directives"])},
-                             "pass the job script that runs srun/torchrun/mpirun, or the launch line itself: "
-                             "%s --command 'srun torchrun ...' --sbatch '--nodes=2 --ntasks-per-node=1'"
-                             % TOOL_COMMAND()))
+                                                      "directives": len(job["directives"]),
+                                                      "lines_not_read": [item["line"] for item in job["not_understood"]][:20]},
+                             "%s  # the job script that runs srun/torchrun/mpirun, or the launch line itself" %
+                             TOOL.command("--command", "srun torchrun ...", "--sbatch", "--nodes=2 --ntasks-per-node=1")))
     return found
 
 
-RULES = (rule_input, rule_nested_launcher, rule_counts, rule_cpus, rule_one_thread, rule_gpus, rule_rendezvous,
-         rule_unique, rule_ports, rule_log_signatures)
-
-
-def diagnose(job, topo, logs):
-    findings = []
-    for rule in RULES:
-        findings.extend(rule(job, topo, logs))
-    return findings
+RULES = (rule_encoding, rule_input, rule_invalid_counts, rule_nested_launcher, rule_counts, rule_cpus, rule_one_thread,
+         rule_gpus, rule_rendezvous, rule_unique, rule_ports, rule_export, rule_log_signatures, rule_log_truncated)

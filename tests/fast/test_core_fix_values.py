@@ -46,7 +46,8 @@ def test_a_users_plain_expansion_stays_an_expansion(text, expected, tmp_path):
     assert command.user_word(text) == expected
 
 
-@pytest.mark.parametrize("text", ["$(hostname)", "`hostname`", "${X:-$(id)}", "${X/a/b}", "<(cat)", '"$X"'])
+@pytest.mark.parametrize("text", ["$(hostname)", "`hostname`", "${X:-$(id)}", "${X/a/b}", "<(cat)", '"$X"',
+                                  "!!$HOME", "$X!-1"])
 def test_a_users_command_substitution_is_not_copied(text):
     with pytest.raises(command.NotCopied):
         command.user_word(text)

@@ -16,9 +16,37 @@ import time
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol")
+# Stand-ins for srun, torchrun, python and scontrol that record the words they were started with (words end
+# in \x1f, calls in \x1e, in $OUT/calls): where a corrected launch line puts a flag is read from what the
+# launcher would get. The srun stand-in then starts its program (its own options given as --name=value).
+RECORD = '{ printf "%s\\37" NAME "$@"; printf "\\36"; } >> "$OUT/calls"\n'
+FAKE_LAUNCHERS = {"srun": RECORD + 'while [[ "$1" == -* ]]; do shift; done\nexec "$@"\n', "torchrun": RECORD,
+                  "python": RECORD, "scontrol": "echo n1\n"}
 NODES = ("n1", "n2")
 ENABLE = ("apt-get install -y slurm-wlm munge && grep -qw n1 /etc/hosts || echo '127.0.0.1 n1 n2' >> /etc/hosts "
           "(as root; .ci/run does both)")
+
+
+def fake_launchers(folder):
+    """A folder of stand-in launchers (and the few real commands a corrected line pipes through): the PATH to
+    run a fix with."""
+    bash = shutil.which("bash")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in FAKE_LAUNCHERS.items():
+        path = folder / name
+        path.write_text("#!%s\n" % bash + body.replace("NAME", name))
+        path.chmod(0o755)
+    for name in ("bash", "sh", "head", "env", "tee", "cat", "true"):
+        os.symlink(shutil.which(name), str(folder / name))
+    return folder
+
+
+def launcher_calls(out):
+    """[(program, [words])] the stand-in launchers were started with, in order."""
+    calls = Path(out, "calls")
+    records = [record.split("\x1f")[:-1] for record in calls.read_text().split("\x1e")[:-1]] if calls.exists() else []
+    return [(record[0], record[1:]) for record in records]
 
 
 def missing():
@@ -64,7 +92,10 @@ def slurm_conf(root, ctld_port, node_ports):
         "SelectTypeParameters=CR_Core",
         "MpiDefault=none",
         "ReturnToService=2",
-        "SchedulerType=sched/builtin",
+        # backfill: SLURM schedules heterogeneous jobs (#SBATCH hetjob) only with it ("Requested operation
+        # not supported on this system" under sched/builtin)
+        "SchedulerType=sched/backfill",
+        "SchedulerParameters=bf_interval=1",  # a heterogeneous job starts within a second, not 30
         "StateSaveLocation=%s/state" % root,
         "SlurmdSpoolDir=%s/spool-%%n" % root,
         "SlurmctldPidFile=%s/slurmctld.pid" % root,
