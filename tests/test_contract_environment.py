@@ -22,7 +22,8 @@ def command_lines(tmp_path):
     parts = tmp_path / "parts"
     parts.mkdir()
     return {"check_sampling_backends": ["--static-only"],
-            "check_store_contract": ["stores_nobody_wrote:make_stores"],
+            "check_store_contract": ["%s:reference_homo" % (ROOT / "tests" / "support" / "store_fixtures.py"),
+                                     "--skip-sampling"],
             "check_partition": [str(parts)],
             "compare_reports": [str(report), str(report)],
             "ddp_neighbor_training": ["--nprocs", "1", "--epochs", "1", "--num-nodes", "400"],

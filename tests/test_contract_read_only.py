@@ -2,6 +2,7 @@
 """
 
 import json
+import re
 
 import pytest
 
@@ -39,6 +40,18 @@ def test_main_checker_is_read_only_under_strace(tmp_path, temp_state):
     assert problems == []
 
 
+# The store checker's own folder under the temp dir (the runner's scratch: what the stores and the loader
+# worker write to the temp dir goes there and is removed with it), made and removed by the checker itself.
+SCRATCH = re.compile(r'\b(mkdir|rmdir)\("[^"]*/scalable-distributed-check_store_contract-[A-Za-z0-9_]+"[,)]')
+
+
+def beside_the_scratch(problems, temp):
+    """The problems but the scratch folder's own mkdir and rmdir, and the temp dir's changed time that they
+    leave (a file or folder left inside it is still a problem)."""
+    return [line for line in problems if not SCRATCH.search(line)
+            and not line.startswith("changed: %s ('dir', " % temp)]
+
+
 @pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
 def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
     import sys
@@ -55,7 +68,7 @@ def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
         completed, problems = traced_run(command, env, work, [home, work, tmp_path, ROOT / "scripts"])
         document = strict_json(completed.stdout)
         assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
-        assert problems == [], command
+        assert beside_the_scratch(problems, temp) == [], command
 
 
 def test_planner_and_compare_are_read_only_under_strace(tmp_path):

@@ -79,17 +79,14 @@ def checker_verdict(run):
 # Command line ------------------------------------------------------------------
 
 def test_list_findings_names_every_id_with_its_docs_anchor(runs):
-    assert_lists_ids_with_anchors(SCRIPT, "partition-",
+    assert_lists_ids_with_anchors(SCRIPT, ("partition-", "environment-"),  # the runner's shared ids too
                                   {f for run in runs.values() if isinstance(run, Run) for f in run.ids})
 
 
+# Every refusal's reason: tests/fast/test_partition_command_line.py; here, what an agent sees of one.
 @pytest.mark.parametrize("args", [
-    [],
     ["/no/such/partition/folder"],
     [".", "--timeout", "soon"],
-    [".", "--timeout", "-3"],
-    [".", "--labels", "/no/such/label.pt"],
-    [".", "--bogus"],
 ])
 @pytest.mark.finding("partition-usage-error")
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
@@ -193,3 +190,17 @@ def test_stalled_file_gives_a_timeout_finding_and_exits_promptly(runs):
     evidence = run.finding("partition-load-timeout")["evidence"]
     assert evidence["call"].endswith(os.path.join("part_0", "graph.pt") + ")")
     assert run.elapsed < 45
+
+
+# Recorded facts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["homo", "hetero"])
+def test_the_fast_tiers_recorded_facts_have_the_shape_of_a_real_run(written, runs, case):
+    """tests/fast/partition_facts.json, which the fast tier edits to replay every rule, has the sections a real
+    run over the same folders prints today (RECORD_FACTS=1 gathers and rewrites it)."""
+    from support import recorded_facts
+    if recorded_facts.recording_asked():
+        cases = dict((name, [written["cases"][name]]) for name in ("homo", "hetero"))
+        recorded_facts.record("partition_checker", cases, written["out"])
+    compared, differing = recorded_facts.differing_sections("partition_checker", case, runs[case].document)
+    assert len(compared) == 9 and differing == []

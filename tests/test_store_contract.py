@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import (ToolRun, assert_lists_ids_with_anchors, assert_usage_refusal,
-                      load_modules)
+from conftest import ToolRun, assert_lists_ids_with_anchors, assert_usage_refusal
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
@@ -96,19 +95,14 @@ def needs_backend(runs):
 # Command line ------------------------------------------------------------------
 
 def test_list_findings_names_every_id_with_its_docs_anchor(runs):
-    assert_lists_ids_with_anchors(SCRIPT, "store-",
+    assert_lists_ids_with_anchors(SCRIPT, ("store-", "environment-"),  # the runner's shared ids too
                                   {f for name, run in runs.items() if isinstance(run, Run) for f in run.ids})
 
 
+# Every refusal's reason: tests/fast/test_store_command_line.py; here, what an agent sees of one.
 @pytest.mark.parametrize("args", [
     ["--timeout", "abc", ref("reference_homo")],
-    ["--timeout", "0", ref("reference_homo")],
-    ["no_colon_here"],
-    ["missing_file.py:make"],
-    [],
     [ref("reference_homo"), "--feature-store", ref("reference_feature_store")],
-    ["--feature-store", ref("reference_feature_store")],
-    ["--no-such-flag"],
 ])
 @pytest.mark.finding("store-usage-error")
 def test_bad_usage_is_one_line_on_stderr_and_exit_2(args):
@@ -269,47 +263,17 @@ def test_real_loader_batch_fails_where_the_contract_is_broken(runs, case, error_
     assert error_fragment in found["evidence"]["error"]
 
 
-# Records cut short ------------------------------------------------------------------
+# Recorded facts ---------------------------------------------------------------------
 
-def load_checker_module():
-    """The store checker's modules as one namespace."""
-    return load_modules(["store_checker." + name for name in ("findings", "gather", "rules", "run", "cli")])
-
-
-CRASH_SHAPES = [
-    None,
-    {},
-    {"call": None, "signal": None, "returncode": None, "stderr_tail": None},
-    {"call": "NeighborLoader((feature_store, graph_store)) first batch", "signal": "SIGSEGV"},
-    {"call": "NeighborLoader(num_workers=1) first batch in a forked worker", "signal": None, "returncode": 1},
-]
-TIMEOUT_SHAPES = [None, {}, {"call": None, "timeout_s": None},
-                  {"call": "NeighborLoader(num_workers=1) first batch in a forked worker", "timeout_s": 3.0}]
-
-
-def test_no_cut_short_record_turns_into_an_internal_error(runs):
-    """The child publishes its sections in order and may die after any of them, with a crash or
-    timeout record whose fields may be missing: every such shape still gives findings, and every
-    crash finding names a call."""
-    checker = load_checker_module()
-    complete = {section: runs["reference_default"].document[section] for section in checker.FACT_SECTIONS}
-    defaults = {"tensors": [], "edges": [], "write_check": {"performed": False}}
-    options = checker.NoOptions()
-    options.skip_sampling = False
-    for cut in range(len(checker.FACT_SECTIONS) + 1):
-        facts = {section: complete[section] if position < cut else defaults.get(section)
-                 for position, section in enumerate(checker.FACT_SECTIONS)}
-        for running in ("sampling", "worker_sampling"):
-            if facts[running] is None and cut == checker.FACT_SECTIONS.index(running):
-                facts[running] = {"status": "crashed"}
-        for crash in CRASH_SHAPES:
-            for timed_out in TIMEOUT_SHAPES:
-                shaped = dict(facts, crash=crash)
-                findings = checker.diagnose(shaped, options, checker.CallerState(timed_out=timed_out))
-                document, code = checker.render(shaped, findings, options, checker.CallerState(), time.time())
-                json.dumps(document)
-                assert code in (0, 1), findings
-                assert {f["id"] for f in findings} <= set(checker.FINDINGS)
-                for found in findings:
-                    if found["id"] in ("store-call-crashed", "store-call-timeout"):
-                        assert isinstance(found["evidence"]["call"], str) and found["evidence"]["call"]
+@pytest.mark.parametrize("case, run_name", [("homo", "reference_default"), ("hetero", "reference_hetero")])
+def test_the_fast_tiers_recorded_facts_have_the_shape_of_a_real_run(runs, case, run_name, tmp_path, neighbor_backend):
+    """tests/fast/store_facts.json, which the fast tier edits to replay every rule, has the sections a real run
+    over the same stores prints today (RECORD_FACTS=1 gathers and rewrites it)."""
+    from support import recorded_facts
+    if recorded_facts.recording_asked():
+        recorded = {"homo": "reference_default", "hetero": "reference_hetero"}
+        cases = dict((name, [os.path.join(REPO, word) if word.startswith(FIXTURES) else word for word in CASES[run]])
+                     for name, run in recorded.items())
+        recorded_facts.record("store_checker", cases, tmp_path)
+    compared, differing = recorded_facts.differing_sections("store_checker", case, runs[run_name].document)
+    assert len(compared) == 11 and differing == []

@@ -3,8 +3,6 @@ agent runs check_store_contract.py. The stores are PyG's own LocalFeatureStore/L
 method replaced by what a hostile or careless store does: raise KeyboardInterrupt or SystemExit(0),
 hand back tensors on the meta device, print, or block while the user presses Ctrl-C."""
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +15,7 @@ from conftest import ROOT, clean_env, interrupted_finding, strict_json
 CHECKER = ROOT / "scripts" / "check_store_contract.py"
 
 STORES = '''
-import os, subprocess, sys, time
+import os, subprocess, sys, tempfile, time
 import torch
 from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
 
@@ -39,6 +37,8 @@ def make():
         if MODE == "hostile" and attr.attr_name == "y":
             return torch.empty(N, 2, device="meta")
         if MODE == "block":
+            with open(os.path.join(tempfile.mkdtemp(prefix="store-cache-"), "db"), "w") as handle:
+                handle.write("what a store keeps in the temp dir")  # never removed: the store is killed
             daemon = subprocess.Popen(["sleep", "300"])
             with open(os.environ["HOSTILE_STORE_PIDS"], "w") as handle:
                 handle.write("%d %d" % (os.getpid(), daemon.pid))
@@ -135,10 +135,13 @@ def alive(pid):
 @pytest.mark.finding("store-interrupted")
 @pytest.mark.parametrize("signum", [signal.SIGTERM], ids=["SIGTERM"])  # SIGINT: the partition test
 def test_a_signal_ends_the_stores_and_prints_one_document_with_what_was_gathered(stores, tmp_path, signum):
-    pids_file = tmp_path / "pids"
+    """...and removes every temporary folder the stores made (they run with the run's own TMPDIR)."""
+    pids_file, temp = tmp_path / "pids", tmp_path / "tmp"
+    temp.mkdir()
     process = subprocess.Popen(command(stores, "--timeout", "200"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, env=clean_env({"HOSTILE_STORE_MODE": "block",
-                                                                       "HOSTILE_STORE_PIDS": str(pids_file)}))
+                                                                       "HOSTILE_STORE_PIDS": str(pids_file),
+                                                                       "TMPDIR": str(temp)}))
     try:
         lines = []
         for line in iter(process.stderr.readline, b""):  # until the store blocks in its first read
@@ -146,6 +149,7 @@ def test_a_signal_ends_the_stores_and_prints_one_document_with_what_was_gathered
             if b"store-print: blocking" in line:
                 break
         assert pids_file.exists(), b"".join(lines)[-2000:]
+        assert list(temp.glob("*/store-cache-*/db")), list(temp.rglob("*"))  # in the run's scratch folder
         process.send_signal(signum)
         stdout, rest = process.communicate(timeout=30)
     finally:
@@ -161,6 +165,7 @@ def test_a_signal_ends_the_stores_and_prints_one_document_with_what_was_gathered
         time.sleep(0.1)
     assert not alive(store_pid) and not alive(daemon_pid), "the stores' processes outlived the checker"
     assert b"Traceback" not in rest
+    assert list(temp.iterdir()) == []  # the scratch folder went, and what the stores wrote in it
 
 
 def test_a_full_stdout_after_a_real_check_exits_3_and_leaves_nothing_running(stores):

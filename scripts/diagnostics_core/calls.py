@@ -11,8 +11,8 @@ import re
 import sys
 
 from . import sandbox
-from .cli import UsageError, internal_error
-from .text import safe_str, sanitise_text, write_json
+from .cli import UsageError
+from .text import safe_str, sanitise_text
 
 
 class CallTimeout(Exception):
@@ -55,7 +55,7 @@ class BoundedCaller(object):
     delivered, that is the only bound. A call made inside another call runs under the outer bound.
     """
 
-    def __init__(self, timeout, reporter=None, thread_name=None):
+    def __init__(self, timeout, reporter=None):
         self.timeout = timeout
         self.reporter = reporter
         self.count = 0
@@ -131,13 +131,6 @@ def retry_timeout(bound):
     return int(min(TIMEOUT_RANGE[1], float(bound) * 3))
 
 
-class CallerState(object):
-    """What the parent knows of the child's calls (the child's BoundedCaller, or the kill)."""
-
-    def __init__(self, count=0, skipped=(), timed_out=None):
-        self.count, self.skipped, self.timed_out = count, list(skipped), timed_out
-
-
 def error_text(error, limit=700):
     """One line for an exception from user or library code: type, message, no terminal colours."""
     if isinstance(error, UserBaseException):
@@ -201,20 +194,22 @@ def finish_child(reporter, **record):
 
 def gather_in_child(script, child_flag, options, stuck, echo_stderr, sections):
     """The parent's side of a contract checker's child, for both checkers: run `script child_flag OPTIONS`
-    in the sandbox; -> (facts, CallerState), however the child ended: done; finished with its last record
-    lost (too large for one record: facts["report_lost"], what it published one by one still holds); cut
-    short by a crash (facts["crash"], naming its call) or a kill (the state's timed_out); or interrupted by
+    in the sandbox; -> the facts, however the child ended: done; finished with its last record lost (too
+    large for one record: facts["report_lost"], what it published one by one still holds); cut short by a
+    crash (facts["crash"], naming its call) or a kill (facts["caller"]["timed_out"]); or interrupted by
     SIGINT/SIGTERM (Interrupted goes up carrying the facts so far). Every section named in `sections`
-    ((name, empty value) pairs) is present, and facts["child"] summarises the process.
+    ((name, empty value) pairs) is present; facts["child"] summarises the process and facts["caller"] the
+    child's calls: {"count", "skipped", "timed_out"}, plain data like every other fact.
     `stuck` names what failed to return control ("call", "load"); `echo_stderr`, a prefix, passes what
     the child and the user's code print on to this tool's stderr."""
     import copy
     from .interrupt import Interrupted
 
-    def complete(facts, outcome):
+    def complete(facts, outcome, caller=None):
         for key, empty in sections:
             facts.setdefault(key, copy.deepcopy(empty))
         facts["child"] = sandbox.call_child_summary(outcome)
+        facts["caller"] = dict(copy.deepcopy(CALLER), **(caller or {}))
         return facts
     command = [sys.executable, "-B", os.path.abspath(script), child_flag, json.dumps(vars(options))]
     try:
@@ -224,45 +219,32 @@ def gather_in_child(script, child_flag, options, stuck, echo_stderr, sections):
         stop.facts = complete(dict(stop.facts or {}), stop.result)
         raise
     if done is not None:
-        return complete(done["facts"], outcome), CallerState(**done["caller"])
+        return complete(done["facts"], outcome, done["caller"])
     if outcome.returncode == 0 and outcome.killed_for is None and running is None:
         # exit 0 with no call running: the child finished, only its final record did not arrive whole
         facts["report_lost"] = {"reason": "the child's final record exceeded the record size limit",
                                 "child_returncode": 0}
-        return complete(facts, outcome), CallerState()
+        return complete(facts, outcome)
     timed_out, crash = sandbox.call_child_cut_short(outcome, running, stuck)
     if crash is not None:
         if not crash.get("call"):
             crash["call"] = NO_CALL_RUNNING  # a crash record always names its call
         facts["crash"] = crash
-    return complete(facts, outcome), CallerState(timed_out=timed_out)
+    return complete(facts, outcome, {"timed_out": timed_out})
+
+
+def rerun_after_signal(tool, rerun_words, what):
+    """A contract checker's `interrupted` hook (runner.Spec): the fix is the same command again, rebuilt by
+    `rerun_words(options)`; `what` names what evidence.running is (a store call, a file's load)."""
+    def interrupted(run, evidence):
+        if run.options is None:
+            return None
+        return ("%s  # run it again and let it finish (evidence.running names the %s a signal cut short); the "
+                "sections below hold what was gathered before" % (tool.command(*rerun_words(run.options)), what))
+    return interrupted
+
+
+CALLER = {"count": 0, "skipped": [], "timed_out": None}  # the child's calls, as BoundedCaller.state() says them
 
 
 NO_CALL_RUNNING = "no announced call (the child died between calls, in the tool's own code)"
-
-
-def run_checker(options, run_child, diagnose, report):
-    """A checker's run after its command line was accepted: the child gathers the facts, the rules
-    diagnose them, `report(facts, findings, child_state, internal_error=None)` makes the (document,
-    exit code). Whatever raises on the way is the checker's internal error, reported with what was
-    gathered so far: still one JSON document."""
-    from .interrupt import Interrupted, StopSignals
-    facts, findings, state = {}, [], None
-    stops = StopSignals()  # SIGINT/SIGTERM: the child is ended, and the document says so
-    try:
-        try:
-            facts, state = run_child(options)
-            findings = diagnose(facts, options, state)
-            document, exit_code = report(facts, findings, state)
-        except Exception as error:
-            document, exit_code = report(facts, findings, state, internal_error=internal_error(error, error_text))
-    except Interrupted as stop:
-        stops.hold()
-        facts = stop.facts if stop.facts is not None else facts
-        document, exit_code = report(facts, [], state, interrupted=stop.evidence())
-        exit_code = stop.code
-    finally:
-        stops.hold()
-    stops.release()
-    write_json(document, options.pretty)
-    return exit_code

@@ -95,6 +95,7 @@ class Run(object):
         self.environment = {}
         self.usage = self.internal = self.stopped = None
         self.needs = ()  # the packages this run imports (the Spec's needs, for its options)
+        self.accepted = False  # the command line and the environment passed: what follows is the run itself
         self.redactions = ()
         self._scratch = None
         self._temp_before = None
@@ -163,6 +164,7 @@ def main(spec, argv=None):
             answered = prepare(run)
             if answered is not None:
                 return answered
+            run.accepted = True
             spec.gather(run)
             for rule in spec.rules:
                 run.findings.extend(rule(run.facts, run.options))
@@ -287,7 +289,7 @@ def compose(run):
     spec, tool = run.spec, run.spec.tool
     findings = [run.usage.finding(tool)] if run.usage is not None else list(run.findings)
     interrupted = None
-    if run.usage is None:
+    if run.accepted:  # a refused command line says only that; a refused input also names the environment
         findings += environment_findings(run)
     if run.stopped is not None:
         interrupted = dict(run.stopped.evidence(), elapsed_s=round(time.time() - run.started, 3))

@@ -207,10 +207,12 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
 
     # Reader threads, not the main loop, block on the pipes: the loop below
     # only waits on a queue with a timeout, so nothing can hold it past the deadline.
+    readers = []
     for target in (read_lines, read_stderr):
         thread = threading.Thread(target=target)
         thread.daemon = True
         thread.start()
+        readers.append(thread)
     from .interrupt import Interrupted, StopSignals
     stops, stopped, stream_ended = StopSignals(), None, False
     try:
@@ -239,6 +241,7 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
             if line is None:
                 break
             deliver(stamp, line)
+        close_pipes(process, readers)
     finally:
         stopped = stopped or stops.release()  # a signal noted during the cleanup
     if stopped is not None:
@@ -250,6 +253,17 @@ def run_sandboxed(command, env, deadline, on_record, watch=None, stderr_limit=81
         stopped.result = result
         raise stopped
     return result
+
+
+def close_pipes(process, readers):
+    """Close the child's stdout and stderr pipes once their reader threads are done (unclosed, each is a
+    ResourceWarning when collected). Every process holding them has been ended, so their end comes at once;
+    a pipe still held by something out of reach (no subreaper) stays open rather than be closed under a
+    thread blocked reading it."""
+    for reader, pipe in zip(readers, (process.stdout, process.stderr)):
+        reader.join(EXIT_GRACE_S)
+        if not reader.is_alive():
+            pipe.close()
 
 
 def watch_child(process, deadline, lines, deliver, watch, result):

@@ -1,15 +1,14 @@
-"""The partition checker's command line: metadata commands (--help, --list-findings, --explain) load
-nothing beyond this module, the finding table, the renderer and the shared library."""
+"""The partition checker's command line and its Spec on the one runner (diagnostics_core.runner); --help,
+--list-findings and --explain are answered before this module loads (diagnostics_core.fast)."""
 
 import os
-import time
 
-from diagnostics_core import calls, cli
-from .budget import DEFAULT_TIMEOUT
+from diagnostics_core import calls, cli, runner
 from .findings import MAX_PARTS_LIMIT, TOOL
-from .run import render, run_child
+from .rules import RULES
+from .run import DEFAULT_MAX_PARTS, DEFAULT_TIMEOUT, gather, meta, render, rerun_words
 
-DEFAULT_MAX_PARTS = 256  # parts examined; each adds a few kilobytes of JSON and its files' load time
+IMPORT_FLOOR_S = 120.0  # importing torch and PyG on a cold, busy machine is not a stalled file
 
 
 USAGE = """\
@@ -24,9 +23,11 @@ exit codes:
      loads every part (warnings or info may remain)
   1  the gate "contract" failed: at least one error finding (see "parts" for
      PyG's own verdict per part)
-  2  usage error: a bad flag or value, ROOT not a directory, or torch/
-     torch_geometric missing in this interpreter (partition-stack-missing);
-     one line on stderr and a JSON document whose finding says so
+  2  usage error: a bad flag or value, ROOT not a directory, torch/
+     torch_geometric missing in this interpreter (partition-stack-missing)
+     or shadowed by a stray copy on PYTHONPATH or in the working folder
+     (environment-package-shadowed); one line on stderr and a JSON
+     document whose finding says so
   3  internal error in the checker; the JSON says so in "findings"
 
 what it guarantees:
@@ -83,24 +84,21 @@ def build_parser():
     return parser
 
 
-def check_command_line(parser, options):
+def check(parser, options):
     if not options.root:
         parser.error("ROOT is required")
     if not os.path.isdir(options.root):
         parser.error("ROOT %r is not a directory" % options.root)
     if options.labels and not os.path.isfile(options.labels):
         parser.error("--labels %r is not a file" % options.labels)
-    calls.require_torch_stack(TOOL, "partition-stack-missing")
 
 
-def main(argv=None):
-    started = time.time()
-    options, answered = cli.parse_or_answer(TOOL, build_parser(), argv, check_command_line, lambda finding: render(
-        {}, [finding], None, started, usage_error=True)[0])
-    if options is None:
-        return answered
-    from .rules import diagnose  # the rules load only for a run
+# Every bound of a run, from --timeout; the child receives them as options.bounds.
+STAGES = {
+    "load_s": runner.Stage(flag="timeout"),                        # each file's load, each part's replay
+    "import_s": runner.Stage(floor=IMPORT_FLOOR_S, flag="timeout"),  # importing torch and PyG in the child
+}
 
-    def report(facts, findings, state, internal_error=None, interrupted=None):
-        return render(facts, findings, options, started, internal_error=internal_error, interrupted=interrupted)
-    return calls.run_checker(options, run_child, diagnose, report)
+SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=RULES, gates=runner.error_gate("contract"), check=check,
+                   needs=runner.STACK, stack_missing_id="partition-stack-missing", stages=STAGES, meta=meta,
+                   interrupted=calls.rerun_after_signal(TOOL, rerun_words, "file load"))

@@ -743,7 +743,7 @@ def coverage_facts(totals):
 def child_main(options_text):
     """The child process: load the folder the way PyG does and publish the facts."""
     options, reporter = calls.start_child(options_text)
-    caller = calls.BoundedCaller(options.bounds["load_s"], reporter, thread_name="partition-load")
+    caller = calls.BoundedCaller(options.bounds["load_s"], reporter)
     # urllib3 binds a socket at import time to test for IPv6: refused here, nothing needs the network.
     sandbox.refuse_sockets()
     reporter.begin("import torch, torch_geometric", options.bounds["import_s"])

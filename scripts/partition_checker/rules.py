@@ -4,11 +4,10 @@ import json
 import os
 import sys
 
-from diagnostics_core import calls
-from diagnostics_core.text import quote
+from diagnostics_core import calls, command
 from diagnostics_core.contract import SCRIPTS
 from .findings import MAX_PARTS_LIMIT, TOOL, finding
-from .run import shown_meta
+from .run import rerun_words, shown_meta
 
 
 REPARTITION = ("re-run torch_geometric.distributed.Partitioner(data, num_parts, root).generate_partition() with "
@@ -110,7 +109,7 @@ def load_problem_findings(facts, options):
         found.append(finding("partition-pickle-fallback", {"files": unsafe},
                              fix="save these files with tensors, dicts and lists only; the scan found nothing but "
                                  "those in them, so rerun with --allow-pickle to check their contents: %s"
-                                 % TOOL.command(quote(facts["root"]), "--allow-pickle")))
+                                 % TOOL.command(*rerun_words(options, allow_pickle=True))))
     return found
 
 
@@ -128,10 +127,12 @@ def edge_feats_fix(root, relative_paths):
     root = root.rstrip(os.sep)
     program = ("import sys; sys.path.insert(0, sys.argv[1]); from diagnostics_core import safe_pickle; "
                "sys.exit(safe_pickle.rewrite_as_dict(sys.argv[2:]))")
-    # The interpreter running this checker has the torch that must load the files.
-    return "cp -a %s %s && %s -B -c %s %s %s" % (
-        quote(root), quote(root + ".bak"), quote(sys.executable), quote(program), quote(SCRIPTS),
-        " ".join(quote(os.path.join(root, path)) for path in relative_paths))
+    # The interpreter running this checker has the torch that must load the files. The backup is made only
+    # where none is yet (cp -a into an existing folder would nest the copy inside it).
+    backup = root + ".bak"
+    return command.line("test", "!", "-e", backup, command.Raw("&&"), "cp", "-a", root, backup,
+                        command.Raw("&&"), sys.executable, "-B", "-c", program, SCRIPTS,
+                        [os.path.join(root, path) for path in relative_paths])
 
 
 def rule_maps(facts, options):
@@ -188,7 +189,7 @@ def rule_graph(facts, options):
         if expected and None not in expected and summary["size"] != expected:
             size_mismatch.append({"part": pid, "edge_type": key, "graph_size": summary["size"],
                                   "node_map_lengths": expected})
-        if facts["meta"]["content"].get("is_sorted") is True and not summary.get("sorted_by_destination", True):
+        if (facts["meta"]["content"] or {}).get("is_sorted") is True and not summary.get("sorted_by_destination", True):
             unsorted.append({"part": pid, "edge_type": key})
     for finding_id, key, problems, fix in (
             ("partition-graph-invalid", "problems", invalid,
@@ -410,12 +411,13 @@ def rule_crash(facts, options):
 
 
 def rule_timeout(facts, options):
-    timed_out = facts["caller"].timed_out
+    timed_out = facts["caller"]["timed_out"]
     if timed_out is None:
         return []
+    longer = calls.retry_timeout(timed_out.get("timeout_s") or options.timeout)
     return [finding("partition-load-timeout", timed_out,
-                    fix="the filesystem did not deliver the file in time (network mount?); rerun with --timeout "
-                        "%d or copy the folder to local disk" % calls.retry_timeout(timed_out["timeout_s"]))]
+                    fix="the filesystem did not deliver the file in time (network mount?): copy the folder to "
+                        "local disk, or allow slower loads: %s" % TOOL.command(*rerun_words(options, timeout=longer)))]
 
 
 def rule_capped(facts, options):
@@ -432,14 +434,8 @@ def rule_capped(facts, options):
     return [finding("partition-output-capped", evidence,
                     fix="%s of %s parts were checked; to check more: %s  # not run here: output and time grow "
                         "with the number of parts" % (examined.get("examined"), examined.get("parts"),
-                                                      TOOL.command(quote(facts["root"]), "--max-parts", str(more))))]
+                                                      TOOL.command(*rerun_words(options, max_parts=more))))]
 
 
 RULES = (rule_timeout, rule_meta, rule_layout, load_problem_findings, rule_maps, rule_graph, rule_edge_map_sizes,
          rule_coverage, rule_offsets, rule_features, rule_from_partition, rule_labels, rule_crash, rule_capped)
-
-
-def diagnose(facts, options, caller):
-    """Every rule on the facts and the state of the child's calls (facts["caller"] to the rules)."""
-    facts = dict(facts, caller=caller)
-    return [found for rule in RULES for found in rule(facts, options)]  # Tool.document sorts by severity

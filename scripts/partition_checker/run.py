@@ -1,17 +1,29 @@
-"""The parent side: run the child in the sandbox, then render the document."""
+"""The parent side: the folder is read in a sandboxed child (gather), the document's sections (render, meta),
+and this run's command line rebuilt from its parsed options, for the fixes that rerun it (rerun_words)."""
 
 import json
 import os
-import sys
-import time
 
 from diagnostics_core import calls
 from diagnostics_core.contract import SCRIPTS
 from . import CHILD_FLAG
-from .budget import stage_bounds
-from .findings import VERSION, TOOL
+from .findings import TOOL
 
+DEFAULT_TIMEOUT = 120.0  # seconds per file load
+DEFAULT_MAX_PARTS = 256  # parts examined; each adds a few kilobytes of JSON and its files' load time
 META_SHOWN_BYTES = 8192  # META.json content quoted in the JSON up to this size
+
+FACT_SECTIONS = ("root", "loading", "meta", "layout", "examined", "maps", "parts", "coverage", "labels")
+
+
+def gather(run):
+    """Gather the facts in a sandboxed child; Interrupted (SIGINT/SIGTERM) goes up with what it published.
+    The child loads files and replays PyG's from_partition, which write nothing to the temp dir."""
+    options = run.options
+    sections = (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None), ("layout", None),
+                ("examined", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None))
+    run.facts.update(calls.gather_in_child(os.path.join(SCRIPTS, TOOL.name + ".py"), CHILD_FLAG, options, "load",
+                                           "[partition] ", sections))
 
 
 def shown_meta(content):
@@ -20,19 +32,8 @@ def shown_meta(content):
     return content if size <= META_SHOWN_BYTES else {"not_shown": "%d bytes of JSON" % size}
 
 
-FACT_SECTIONS = ("root", "loading", "meta", "layout", "examined", "maps", "parts", "coverage", "labels")
-
-
-def render(facts, findings, options, started, internal_error=None, usage_error=False, interrupted=None):
-    # The gate "contract" fails on any error finding; it is not applied when the run never started.
-    has_error = any(f["severity"] == "error" for f in findings)
-    gates = {} if usage_error or internal_error is not None else {"contract": {"passed": not has_error}}
+def render(document, facts, options):
     parts = facts.get("parts") or []
-    meta = {"name": TOOL.name, "version": VERSION, "argv": sys.argv[1:],
-            "timeout_s": getattr(options, "timeout", None), "elapsed_s": round(time.time() - started, 3),
-            "read_only": True, "child": facts.get("child")}
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error, internal_error=internal_error,
-                                        interrupted=interrupted)
     document["verdict"] = {
         "parts_checked": len(parts),
         "from_partition_fails": sorted(p["index"] for p in parts if any(
@@ -43,13 +44,24 @@ def render(facts, findings, options, started, internal_error=None, usage_error=F
         document[section] = facts.get(section)
     if isinstance(document["meta"], dict) and "content" in document["meta"]:
         document["meta"] = dict(document["meta"], content=shown_meta(document["meta"]["content"]))
-    return document, exit_code
 
 
-def run_child(options):
-    """Gather the facts in a sandboxed child; -> (facts, CallerState)."""
-    sections = (("root", os.path.abspath(options.root)), ("loading", None), ("meta", None), ("layout", None),
-                ("examined", None), ("maps", None), ("parts", []), ("coverage", None), ("labels", None))
-    options.bounds = stage_bounds(options.timeout)
-    return calls.gather_in_child(os.path.join(SCRIPTS, "check_partition.py"), CHILD_FLAG, options, "load",
-                                 "[partition] ", sections)
+def meta(facts, options):
+    return {"timeout_s": options.timeout, "read_only": True, "child": facts.get("child")}
+
+
+def rerun_words(options, **changed):
+    """This run's command line as words (each one argument, unquoted: Tool.command quotes them), with absolute
+    paths so that it works from any folder; `changed`: allow_pickle=, timeout=, max_parts=."""
+    value = lambda name: changed.get(name, getattr(options, name))  # noqa: E731
+    words = [os.path.abspath(options.root)]
+    if options.labels:
+        words += ["--labels", os.path.abspath(options.labels)]
+    if options.label_node_type:
+        words += ["--label-node-type=" + options.label_node_type]  # one word, whatever the type's name starts with
+    words += ["--allow-pickle"] * bool(value("allow_pickle"))
+    if value("timeout") != DEFAULT_TIMEOUT:
+        words += ["--timeout", "%g" % value("timeout")]
+    if value("max_parts") != DEFAULT_MAX_PARTS:
+        words += ["--max-parts", str(value("max_parts"))]
+    return words

@@ -1,17 +1,15 @@
-"""The store checker's command line: metadata commands (--help, --list-findings, --explain) load
-nothing beyond this module, the finding table and the shared library."""
+"""The store checker's command line and its Spec on the one runner (diagnostics_core.runner); --help,
+--list-findings and --explain are answered before this module loads (diagnostics_core.fast)."""
 
 import os
 import re
-import time
 
-from diagnostics_core import calls, cli
-from diagnostics_core.calls import CallerState
-from diagnostics_core.markdown import stderr_line
-from .budget import DEFAULT_SETUP_TIMEOUT, DEFAULT_TIMEOUT
+from diagnostics_core import calls, cli, runner
 from .findings import SCRATCH_NAME, TOOL
-from .run import render, run_child
+from .rules import RULES
+from .run import DEFAULT_SETUP_TIMEOUT, DEFAULT_TIMEOUT, gather, meta, render, rerun_words
 
+WORKER_START_S = 10.0  # a worker's batch also forks and starts the worker
 
 
 USAGE = """\
@@ -36,22 +34,25 @@ exit codes:
   0  the gate "contract" passed: no error finding (warnings or info may remain)
   1  the gate "contract" failed: at least one error finding
   2  usage error: a bad flag or value, a MODULE or CALLABLE that does not
-     exist (store-reference-not-found), or torch/torch_geometric missing in
-     this interpreter (store-stack-missing); one line on stderr and a JSON
-     document whose finding says so
+     exist (store-reference-not-found), torch/torch_geometric missing in
+     this interpreter (store-stack-missing) or shadowed by a stray copy on
+     PYTHONPATH or in the working folder (environment-package-shadowed);
+     one line on stderr and a JSON document whose finding says so
   3  internal error in the checker; the JSON says so in "findings"
 
 what it guarantees:
   Exactly one JSON document on stdout (anything the stores print goes to
   stderr). Read-only unless --write-check is given: only get_* calls are
-  made, and no file, directory (__pycache__ included) or socket is created
-  by the checker. The stores run in a child process, each call in the
-  thread that built them: a store call that crashes is reported
-  (store-call-crashed), one that runs past --timeout is ended even when it
-  blocks in C (store-call-timeout), after which no further calls are made.
-  One batch also runs in a forked loader worker (store-fork-unsafe when
-  only that fails); the worker, and processes the stores start, are ended
-  with the child.
+  made, and the checker creates no file, directory (__pycache__ included)
+  or socket outside its own folder under TMPDIR, which holds what the
+  stores and the loader worker write to the temp dir and is removed however
+  the run ends (a signal included). The stores run in a child process,
+  each call in the thread that built them: a store call that crashes is
+  reported (store-call-crashed), one that runs past --timeout is ended even
+  when it blocks in C (store-call-timeout), after which no further calls
+  are made. One batch also runs in a forked loader worker
+  (store-fork-unsafe when only that fails); the worker, and processes the
+  stores start, are ended with the child.
 
 examples:
   python scripts/check_store_contract.py mypkg.stores:make_stores --pretty
@@ -114,35 +115,21 @@ def directory(text):
     return os.path.abspath(text)
 
 
-class NoOptions:
-    """Stand-in for parsed options when the command line itself was the problem."""
-    timeout = setup_timeout = None
-    write_check = False
-    path = ()
-
-
-def check_command_line(parser, options):
+def check(parser, options):
     if options.stores and (options.feature_store or options.graph_store):
         parser.error("give either MODULE:CALLABLE or --feature-store/--graph-store, not both")
     if not options.stores and not (options.feature_store and options.graph_store):
         parser.error("give MODULE:CALLABLE, or both --feature-store and --graph-store")
-    calls.require_torch_stack(TOOL, "store-stack-missing")
 
 
-def main(argv=None):
-    started = time.time()
-    options, answered = cli.parse_or_answer(TOOL, build_parser(), argv, check_command_line, lambda finding: render(
-        {}, [finding], NoOptions(), CallerState(), started, usage_error=True)[0])
-    if options is None:
-        return answered
-    from .rules import diagnose  # the rules load only for a run
+# Every bound of a run, from --timeout and --setup-timeout; the child receives them as options.bounds.
+STAGES = {
+    "call_s": runner.Stage(flag="timeout"),                              # each store call: listings, reads, writes
+    "import_s": runner.Stage(flag="setup_timeout"),                      # importing torch and PyG in the child
+    "setup_s": runner.Stage(flag="setup_timeout"),                       # building the stores; a loader batch
+    "worker_loader_s": runner.Stage(plus=WORKER_START_S, flag="timeout"),  # the loader's own wait for its worker
+}
 
-    def report(facts, findings, state, internal_error=None, interrupted=None):
-        # A store reference that names nothing is a usage error found by the child, not by argparse.
-        not_found = internal_error is None and interrupted is None and (
-            facts.get("setup") or {}).get("status") == "not-found"
-        if not_found:
-            stderr_line("check_store_contract.py: error: %s (store-reference-not-found)" % facts["setup"]["error"])
-        return render(facts, findings, options, CallerState() if state is None else state, started,
-                      usage_error=not_found, internal_error=internal_error, interrupted=interrupted)
-    return calls.run_checker(options, run_child, diagnose, report)
+SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=RULES, gates=runner.error_gate("contract"), check=check,
+                   needs=runner.STACK, stack_missing_id="store-stack-missing", stages=STAGES, meta=meta,
+                   interrupted=calls.rerun_after_signal(TOOL, rerun_words, "store call"))

@@ -561,8 +561,7 @@ def gather_sampling(feature_store, graph_store, tensor_facts, edge_facts, option
         return next(iter(neighbor_loader(feature_store, graph_store, facts)))
 
     try:
-        batch = call("NeighborLoader((feature_store, graph_store)) first batch", first_batch,
-                     timeout=options.bounds["setup_s"])
+        batch = call(LOADER_CALL, first_batch, timeout=options.bounds["setup_s"])
     except (CallTimeout, CallSkipped):
         raise
     except Exception as error:
@@ -588,6 +587,8 @@ def neighbor_loader(feature_store, graph_store, sampling, **worker_options):
                               batch_size=len(sampling["seeds"]), shuffle=False, **worker_options)
 
 
+# The two loader calls, as their crash or timeout records name them (the rules tell them apart by these).
+LOADER_CALL = "NeighborLoader((feature_store, graph_store)) first batch"
 WORKER_CALL = "NeighborLoader(num_workers=1) first batch in a forked worker"
 
 
@@ -921,7 +922,7 @@ def gather_facts(options, call, out):
 def child_main(options_text):
     """The child process: import the stack and the stores, gather the facts, publish them."""
     options, reporter = calls.start_child(options_text)
-    caller = calls.BoundedCaller(options.bounds["call_s"], reporter, thread_name="store-call")
+    caller = calls.BoundedCaller(options.bounds["call_s"], reporter)
     # urllib3 binds a socket at import time to test for IPv6; the libraries' own
     # import must not open one. The stores themselves may (a remote store).
     importing = {"libraries": True}

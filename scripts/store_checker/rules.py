@@ -2,43 +2,43 @@
 
 import json
 import os
+import sys
 
-from diagnostics_core import calls
+from diagnostics_core import calls, command
 from diagnostics_core.contract import script_command
-from diagnostics_core.text import quote
-from .budget import DEFAULT_TIMEOUT
 from .findings import SCRATCH_EDGE_TYPE, SCRATCH_NAME, TOOL, finding
-from .gather import WORKER_CALL, rows_of
+from .gather import LOADER_CALL, WORKER_CALL, rows_of
+from .run import rerun_words
 
 
 MAIN_CHECKER = script_command("check_sampling_backends.py", "--require-neighbor-backend")
 
 
+# Imports and calls a reference as the checker does; the reference's parts and the --path folders come as
+# arguments, never inside the program text.
+REPRODUCE = ("import functools, importlib, os, runpy, sys; source, names = sys.argv[1], sys.argv[2].split(\".\"); "
+             "py = source.endswith(\".py\"); sys.path[:0] = [os.path.dirname(os.path.abspath(source))] if py else "
+             "sys.argv[3:]; found = runpy.run_path(source) if py else vars(importlib.import_module(source)); "
+             "print(functools.reduce(getattr, names[1:], found[names[0]])())")
+
+
+def reproduce_command(reference, options):
+    """A command that imports and calls `reference` the way the checker did, from the working folder."""
+    module, _, names = reference.rpartition(":")
+    return command.line("cd", os.getcwd(), command.Raw("&&"), sys.executable, "-c", REPRODUCE, module, names,
+                        list(options.path))
+
+
 def rule_setup(facts, options):
     setup = facts["setup"]
-    if setup is None or setup["status"] == "timeout":
-        return []  # rule_timeout
-    if setup["status"] == "not-found":
-        return [finding("store-reference-not-found", {"references": setup["references"],
-                                                      "reference": setup["failed_reference"],
-                                                      "error": setup["error"], "cwd": os.getcwd(),
-                                                      "path": list(options.path)},
-                        fix="name a module and callable that exist, and the folder that holds the module: "
-                            "%s  # or give a .py file: ./stores.py:make_stores"
-                            % TOOL.command(quote(setup["failed_reference"]), "--path", "/your/project"))]
+    if setup is None or setup["status"] in ("timeout", "not-found"):
+        return []  # rule_timeout; a reference that names nothing was refused as a usage error
     if setup["status"] == "error":
-        module, _, attr_path = setup["failed_reference"].rpartition(":")
-        head, _, rest = attr_path.partition(".")
-        if module.endswith(".py"):
-            target = "runpy.run_path(%r)[%r]%s" % (module, head, "." + rest if rest else "")
-            reproduce = "python -c \"import runpy; print(%s())\"" % target
-        else:
-            reproduce = "python -c \"import %s as m; print(m.%s())\"" % (module, attr_path)
         return [finding("store-factory-failed", {"references": setup["references"], "error": setup["error"],
                                                  "traceback": setup.get("traceback")},
-                        fix="%s  # reproduces it; must run from this directory and print the store(s): "
-                            "a (FeatureStore, GraphStore) pair, or one store each for --feature-store and "
-                            "--graph-store" % reproduce)]
+                        fix="%s  # reproduces it; it must print the store(s): a (FeatureStore, GraphStore) pair, "
+                            "or one store each for --feature-store and --graph-store"
+                            % reproduce_command(setup["failed_reference"], options))]
     found = []
     for key, flag, base in (("feature_store", "is_feature_store", "torch_geometric.data.FeatureStore"),
                             ("graph_store", "is_graph_store", "torch_geometric.data.GraphStore")):
@@ -169,8 +169,9 @@ def rule_dtypes_across_groups(facts, options):
         if len(set(by_group.values())) > 1:
             found.append(finding("store-dtype-inconsistent", {"attr": name, "dtype_by_group": by_group},
                                  severity="warning",
-                                 fix="store %r with one dtype for every node type (usually float32 for "
-                                     "features, int64 for labels); mixed dtypes break shared layers" % name))
+                                 fix="store this feature (evidence.attr) with one dtype for every node type "
+                                     "(usually float32 for features, int64 for labels); mixed dtypes break "
+                                     "shared layers"))
     return found
 
 
@@ -420,7 +421,8 @@ def rule_write_check(facts, options):
             scratch = result.get("attr") or json.dumps(result.get("edge_type"))
             found.append(finding("store-write-cleanup-failed", {"store": key, "scratch": scratch,
                                                                 "cleanup": result["cleanup"]},
-                                 fix="remove the scratch entry %s from the %s by hand" % (scratch, key)))
+                                 fix="remove the scratch entry named in evidence.scratch from the store named in "
+                                     "evidence.store by hand"))
     return found
 
 
@@ -452,7 +454,7 @@ def rule_crash(facts, options):
         return [finding("store-fork-unsafe", dict(crash, in_main_process="the same batch passed"),
                         fix="the process died while its forked loader worker ran: run the loader with "
                             "num_workers=0 to confirm, then open connections per process (see the docs section)")]
-    if call.startswith("NeighborLoader"):
+    if call == LOADER_CALL:
         return [finding("store-sampling-failed", {"crashed": crash, "backend": (facts.get("sampling") or {}).get(
             "backend")}, fix="fix the other error findings first (ids past num_nodes crash the native sampler); "
                              "the signal and stderr_tail show where it died")]
@@ -462,27 +464,29 @@ def rule_crash(facts, options):
 
 
 def rule_timeout(facts, options):
-    caller = facts["caller"]
-    if not caller.timed_out:
+    timed_out = facts["caller"]["timed_out"]
+    if not timed_out:
         return []
-    timed_out = dict(caller.timed_out)
+    timed_out = dict(timed_out)
     call = timed_out["call"] = timed_out.get("call") or calls.NO_CALL_RUNNING
-    bound = timed_out.get("timeout_s") or getattr(options, "timeout", None) or DEFAULT_TIMEOUT
     if call == WORKER_CALL:
         return [finding("store-fork-unsafe", dict(timed_out, in_main_process="the same batch passed"),
                         fix="a forked worker hung on the stores: open connections per process (connect lazily, "
                             "reconnect when os.getpid() changes) or train with num_workers=0")]
-    return [finding("store-call-timeout", dict(timed_out, skipped_calls=len(caller.skipped or ())),
-                    fix="find out why %s blocks (service down, lock, network); to allow slower calls rerun with "
-                        "--timeout %d" % (call, calls.retry_timeout(bound)))]
+    return [finding("store-call-timeout", dict(timed_out, skipped_calls=len(facts["caller"]["skipped"] or ())),
+                    fix="find out why the call in evidence.call blocks (service down, lock, network); to allow "
+                        "slower calls: %s" % TOOL.command(*rerun_words(options, **longer_bounds(timed_out, options))))]
+
+
+def longer_bounds(timed_out, options):
+    """The flags whose bound the call ran out of (--timeout for store calls, --setup-timeout for building the
+    stores and the loader batch), each three times as long."""
+    bound = timed_out.get("timeout_s") or options.timeout
+    longer = calls.retry_timeout(bound)
+    changed = {name: longer for name in ("timeout", "setup_timeout") if getattr(options, name) == bound}
+    return changed or {"timeout": longer}
 
 
 RULES = (rule_timeout, rule_setup, rule_attr_listings, rule_tensor_reads, rule_dtypes_across_groups, rule_row_counts,
          rule_edges, rule_types, rule_graph_meta, rule_missing_keys, rule_sampling, rule_worker_sampling,
          rule_write_check, rule_crash)
-
-
-def diagnose(facts, options, caller):
-    """Every rule on the facts and the state of the child's calls (facts["caller"] to the rules)."""
-    facts = dict(facts, caller=caller)
-    return [found for rule in RULES for found in rule(facts, options)]  # Tool.document sorts by severity

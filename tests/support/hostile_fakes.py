@@ -258,3 +258,75 @@ def unprintable_error_extension(root, module):
         raise HostileError()
         """)
     return fakes.make_package(root, module, source)
+
+
+# Names a hostile user gives files and folders (no "/"): pasted unquoted, each would create ./marker where the
+# shell ran it. Fixes built from them must run nothing (tests/fast/test_*_fixes.py).
+HOSTILE_NAMES = ["$(:>marker)", "`:>marker`", "a;:>marker", "a'; :>marker; '", 'a"; :>marker; "', "a\n:>marker",
+                 "a|:>marker", "x' $(:>marker) 'y", "-- ;:>marker"]
+
+
+def run_pasted(fix, folder):
+    """Paste a fix as an agent would: bash -c, from `folder`, PATH empty (no command the fix names runs; only
+    the shell itself could write a marker); -> the completed process."""
+    import shutil
+    return subprocess.run([shutil.which("bash"), "-c", fix], cwd=str(folder),
+                          env={"PATH": os.path.join(str(folder), "no-commands")}, capture_output=True, text=True,
+                          timeout=20)
+
+
+def markers(folder):
+    """Every file named `marker` below `folder`: what a hostile name ran."""
+    return [os.path.join(path, name) for path, _, names in os.walk(str(folder)) for name in names
+            if name == "marker"]
+
+
+def stray_torch(folder):
+    """A folder holding a torch/ package that is not torch, for PYTHONPATH; -> the folder."""
+    stray = os.path.join(str(folder), "vendor")
+    os.makedirs(os.path.join(stray, "torch"))
+    with open(os.path.join(stray, "torch", "__init__.py"), "w") as handle:
+        handle.write("raise ImportError('a stray torch, not the installed one')\n")
+    return stray
+
+
+def assert_refused_as_shadowed(completed, document, stray):
+    """A tool run with `stray` on PYTHONPATH: exit 2, one stderr line, one document naming the stray torch."""
+    assert completed.returncode == 2 and document["status"] == "usage-error"
+    [refused] = document["findings"]
+    assert refused["id"] == "environment-package-shadowed"
+    assert refused["evidence"]["shadowed"][0]["package"] == "torch"
+    assert refused["evidence"]["shadowed"][0]["imported_from"] == os.path.join(stray, "torch", "__init__.py")
+    assert refused["fix"].startswith("unset PYTHONPATH")
+    lines = completed.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "environment-package-shadowed" in lines[0]
+
+
+def assert_warnings_named(completed, document):
+    """A tool run under warnings made errors: it ran to its verdict (exit 0 here), named the setting alone and
+    printed no ResourceWarning and no traceback."""
+    assert completed.returncode == 0 and document["gates"] == {"contract": {"passed": True}}
+    assert [f["id"] for f in document["findings"]] == ["environment-warnings-as-errors"]
+    named = document["findings"][0]
+    assert named["severity"] == "warning" and named["evidence"]["as_errors"] == ["error"]
+    stderr = completed.stderr.decode()
+    assert "ResourceWarning" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+
+
+def warnings_made_errors(how):
+    """(extra environment, interpreter flags) for each way to turn warnings into errors."""
+    if how == "PYTHONWARNINGS=error":
+        return {"PYTHONWARNINGS": "error"}, ()
+    return {}, ("-W", "error", "-X", "dev")
+
+
+def hostile_folder(parent, name, suffix):
+    """A folder named `name` holding an empty file `name + suffix`, and a folder beside it to paste fixes in;
+    -> (folder, file, paste folder)."""
+    folder = os.path.join(str(parent), name)
+    os.mkdir(folder)
+    path = os.path.join(folder, name + suffix)
+    open(path, "w").close()
+    paste = os.path.join(str(parent), "elsewhere")
+    os.mkdir(paste)
+    return folder, path, paste

@@ -1,4 +1,4 @@
-"""Partition folders with one more kind of damage each, for tests/test_partition_coverage.py.
+"""Partition folders with one more kind of damage each, for tests/test_partition_faults.py.
 
 Each folder starts as PyG's own Partitioner output (tests/support/partition_writer.py: the real writer with a
 fixed node -> part assignment instead of METIS) and breaks one thing on purpose.

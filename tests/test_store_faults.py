@@ -1,29 +1,20 @@
 """scripts/check_store_contract.py on the store faults no other test reproduces, one pair each
-(tests/support/store_coverage_fixtures.py), run the way an agent runs it; and the internal-error path."""
+(tests/support/store_faults.py), run the way an agent runs it; and the internal-error path."""
 
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from conftest import ROOT, strict_json
+from support import recorded_facts
+from support.helpers import ids
 
 SCRIPT = str(ROOT / "scripts" / "check_store_contract.py")
-FIXTURES = "tests/support/store_coverage_fixtures.py"
-
-
-def check(name, *args):
-    completed = subprocess.run([sys.executable, SCRIPT, "%s:%s" % (FIXTURES, name), "--skip-sampling"] + list(args),
-                               capture_output=True, timeout=300, cwd=ROOT, stdin=subprocess.DEVNULL)
-    document = strict_json(completed.stdout)
-    assert document["exit_code"] == completed.returncode
-    return document
-
-
-def ids(document):
-    return [f["id"] for f in document["findings"]]
-
+FIXTURES = "tests/support/store_faults.py"
 
 # fixture -> (the finding it must raise, its severity, evidence keys that must be there)
 CASES = {
@@ -40,6 +31,22 @@ CASES = {
 }
 
 
+def check(name, *args):
+    completed = subprocess.run([sys.executable, SCRIPT, "%s:%s" % (FIXTURES, name), "--skip-sampling"] + list(args),
+                               capture_output=True, timeout=300, cwd=ROOT, stdin=subprocess.DEVNULL)
+    document = strict_json(completed.stdout)
+    assert document["exit_code"] == completed.returncode
+    return document
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """Every case's run, started together (interpreter start-up dominates each)."""
+    names = sorted(CASES) + ["homo_pair"]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(names, pool.map(check, names)))
+
+
 @pytest.mark.parametrize("fixture", sorted(CASES))
 @pytest.mark.finding(
     "store-edge-attrs-malformed",
@@ -50,9 +57,9 @@ CASES = {
     "store-no-edges",
     "store-no-features",
     "store-tensor-attrs-malformed")
-def test_each_store_fault_gets_its_finding(fixture):
+def test_each_store_fault_gets_its_finding(documents, fixture):
     finding_id, severity, evidence = CASES[fixture]
-    document = check(fixture)
+    document = documents[fixture]
     found = [f for f in document["findings"] if f["id"] == finding_id]
     assert found, (fixture, ids(document))
     assert found[0]["severity"] == severity and found[0]["fix"]
@@ -63,22 +70,18 @@ def test_each_store_fault_gets_its_finding(fixture):
         f["severity"] == "error" for f in document["findings"]))
 
 
-def test_the_reference_pair_has_none_of_these_findings():
-    document = check("homo_pair")
+def test_the_reference_pair_has_none_of_these_findings(documents):
+    document = documents["homo_pair"]
     assert not set(ids(document)) & {case[0] for case in CASES.values()}, ids(document)
     assert document["ok"] is True
 
 
 @pytest.mark.finding("store-checker-internal-error")
 def test_a_rule_that_breaks_is_an_internal_error_with_json():
-    """The checker's own failure path: a rule raising is exit 3 with store-checker-internal-error."""
-    code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_store_contract as tool\n"
-            "import store_checker.rules as rules\n"
-            "def broken(facts, options):\n    raise KeyError('rule bug')\n"
-            "rules.RULES = rules.RULES + (broken,)\n"
-            "sys.exit(tool.main(['%s:homo_pair', '--skip-sampling']))" % (SCRIPT, str(ROOT / "scripts"), FIXTURES))
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, cwd=ROOT)
-    document = json.loads(completed.stdout)
+    """The checker's own failure path: a rule raising is exit 3 with store-checker-internal-error, and the
+    document still holds what was gathered (the reference pair's recorded facts stand in for the child)."""
+    completed, document = recorded_facts.broken_rule_run("store_checker", ["pkg.stores:make_stores"])
     assert completed.returncode == 3 and document["status"] == "internal-error"
     assert ids(document)[-1] == "store-checker-internal-error"
-    assert "rule bug" in document["findings"][-1]["evidence"]["error"]
+    assert "rule bug" in json.dumps(document["findings"][-1]["evidence"]["error"])
+    assert document["tensor_attrs"]["count"] == 2

@@ -1,4 +1,4 @@
-"""More store pairs for tests/test_store_coverage.py, one broken part each (named in the docstring),
+"""More store pairs for tests/test_store_faults.py, one broken part each (named in the docstring),
 built on PyG's own LocalFeatureStore/LocalGraphStore and the shapes of tests/support/store_fixtures.py."""
 
 import torch

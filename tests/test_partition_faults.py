@@ -3,12 +3,16 @@ PyG's own Partitioner output each (tests/support/partition_damage.py), run the w
 internal-error path."""
 
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from conftest import ROOT, strict_json
+from support import recorded_facts
+from support.helpers import ids
 
 SCRIPT = str(ROOT / "scripts" / "check_partition.py")
 
@@ -45,8 +49,12 @@ def check(root):
     return document
 
 
-def ids(document):
-    return [f["id"] for f in document["findings"]]
+@pytest.fixture(scope="module")
+def documents(roots):
+    """Every case's run, started together (interpreter start-up dominates each)."""
+    names = sorted(CASES) + ["homo", "hetero"]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(names, pool.map(lambda name: check(roots[name]), names)))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -62,9 +70,9 @@ def ids(document):
     "partition-part-unexpected",
     "partition-pickle-fallback",
     "partition-types-mismatch")
-def test_each_partition_fault_gets_its_finding(roots, case):
+def test_each_partition_fault_gets_its_finding(documents, case):
     finding_id, severity, key = CASES[case]
-    document = check(roots[case])
+    document = documents[case]
     found = [f for f in document["findings"] if f["id"] == finding_id]
     assert found, (case, ids(document))
     assert key in found[0]["evidence"] and found[0]["fix"]
@@ -74,21 +82,18 @@ def test_each_partition_fault_gets_its_finding(roots, case):
         assert document["exit_code"] == 1 and document["gates"]["contract"]["passed"] is False
 
 
-def test_the_undamaged_partitions_have_none_of_these_findings(roots):
+def test_the_undamaged_partitions_have_none_of_these_findings(documents):
     for case in ("homo", "hetero"):
-        document = check(roots[case])
+        document = documents[case]
         assert not set(ids(document)) & {c[0] for c in CASES.values()}, (case, ids(document))
 
 
 @pytest.mark.finding("partition-checker-internal-error")
-def test_a_rule_that_breaks_is_an_internal_error_with_json(roots):
-    code = ("import sys; sys.argv[0] = %r; sys.path.insert(0, %r); import check_partition as tool\n"
-            "import partition_checker.rules as rules\n"
-            "def broken(facts, options):\n    raise KeyError('rule bug')\n"
-            "rules.RULES = rules.RULES + (broken,)\n"
-            "sys.exit(tool.main([%r]))" % (SCRIPT, str(ROOT / "scripts"), roots["homo"]))
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
-    document = json.loads(completed.stdout)
+def test_a_rule_that_breaks_is_an_internal_error_with_json():
+    """The checker's own failure path: a rule raising is exit 3 with partition-checker-internal-error, and the
+    document still holds what was gathered (an undamaged folder's recorded facts stand in for the child)."""
+    completed, document = recorded_facts.broken_rule_run("partition_checker", ["."])
     assert completed.returncode == 3 and document["status"] == "internal-error"
     assert ids(document)[-1] == "partition-checker-internal-error"
-    assert "rule bug" in document["findings"][-1]["evidence"]["error"]
+    assert "rule bug" in json.dumps(document["findings"][-1]["evidence"]["error"])
+    assert document["verdict"]["parts_checked"] == 2
