@@ -1,47 +1,42 @@
 #!/usr/bin/env python3
-"""Multi-process GraphSAGE training with one NeighborLoader per DDP rank.
+"""Multi-process GraphSAGE training with one NeighborLoader per DDP rank: a template to copy.
 
-A template to copy: swap `load_data` (or `build_stores`) for your own graph and
-keep the rest. One process per GPU (nccl) or per CPU slot (gloo). Works under
-torchrun / torch.distributed.run, or spawns its own workers with --nprocs.
-Run with --help for flags, exit codes and examples.
+Copy this one file into your project and replace the part marked YOUR GRAPH, MODEL AND STEP; the rest
+starts the ranks, shards the training seeds and reports. It needs torch and torch_geometric (with pyg-lib
+or torch-sparse) and nothing else: run alone, it trains and prints one JSON report on stdout, progress on
+stderr. One process per GPU (nccl) or per CPU slot (gloo). Under torchrun (or srun with RANK and
+WORLD_SIZE mapped) this process is one rank; otherwise it spawns --nprocs ranks itself.
+Run with --help for flags, launch styles and examples.
+
+Inside the skill (this file beside ddp_recipe/ and diagnostics_core/) the same command runs under the
+skill's diagnostics (ddp_recipe/cli.py): its report document, findings with fixes, the environment named.
+They wrap the functions below; a rank never imports them while it trains.
+
+Exit codes run alone: 0 trained, 1 the job failed, 2 usage error, 128 + signal number when stopped.
 """
 
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import multiprocessing
 import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import time
+import traceback
 
-sys.dont_write_bytecode = True  # importing the shared library must not write scripts/__pycache__
-if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diagnostics_core import fast, text  # noqa: E402
+VERSION = "1.2.0"
 
-if __name__ == "__main__":
-    text.guard_standard_streams()  # a closed stdout exits 3 here; a closed stderr becomes /dev/null
-# --help, --list-findings and --explain ID are answered before the imports below load (agents ask often).
-ANSWERED = fast.answer("ddp_recipe", "ddp_neighbor_training") if __name__ == "__main__" else None
-if ANSWERED is not None:
-    sys.exit(ANSWERED)
-
-import datetime  # noqa: E402
-import json  # noqa: E402
-import shlex  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-
-from diagnostics_core import cli  # noqa: E402
-from diagnostics_core.contract import EXIT_GATE_FAILED as EXIT_FAILED  # noqa: E402
-from diagnostics_core.contract import EXIT_OK, EXIT_USAGE, Tool  # noqa: E402
-from diagnostics_core.interrupt import Interrupted, StopSignals  # noqa: E402
-from diagnostics_core.text import echo, write_json  # noqa: E402
-
-SCHEMA_VERSION = "1.0"
-VERSION = "1.1.0"
-TOOL = Tool.from_registry("ddp_recipe", "ddp_neighbor_training", VERSION, SCHEMA_VERSION, usage_id="ddp-usage-error",
-                          internal_id="ddp-internal-error", meta_key="tool", interrupted_id="ddp-interrupted")
-FINDINGS = TOOL.findings  # id -> (severity, title)
+DESCRIPTION = """\
+Train GraphSAGE with DistributedDataParallel and one NeighborLoader per rank, on
+a synthetic community graph (default), a saved Data file, or a (FeatureStore,
+GraphStore) pair. A template: copy this file alone and replace its marked part.
+"""
 
 EPILOG = """\
 launch styles:
@@ -49,11 +44,15 @@ launch styles:
                The script starts --nprocs workers with torch.multiprocessing
                (start method 'spawn') on this machine, rendezvous at
                --master-addr:--master-port (default 127.0.0.1 and a free port).
+               The graph is loaded once and handed to the workers through
+               /dev/shm; --load-per-rank loads it in each worker instead.
   torchrun     torchrun --nproc_per_node 2 scripts/ddp_neighbor_training.py
                When RANK and WORLD_SIZE are set (torchrun, or srun with the
                variables mapped as below) the script is one worker: it reads
                RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-               MASTER_PORT and ignores --nprocs/--master-addr/--master-port.
+               MASTER_PORT, loads the graph itself and ignores
+               --nprocs/--master-addr/--master-port. Only one of RANK and
+               WORLD_SIZE set is refused (exit 2): a launcher sets both.
   SLURM        srun starts the ranks, in a job of #SBATCH --nodes,
                --ntasks-per-node and --cpus-per-task with MASTER_ADDR and
                MASTER_PORT exported:
@@ -91,34 +90,35 @@ what each rank does:
   (the first batch_size rows of each sampled subgraph). Validation accuracy is
   summed over all ranks' validation shards with all_reduce. CPU ranks get
   (usable cores // local ranks) torch threads unless OMP_NUM_THREADS or
-  --threads says otherwise.
+  --threads says otherwise. Every process keeps its temporary files (PyG's
+  rendered templates, multiprocessing's pymp-*) in a folder of its own under
+  the temp dir and removes it when it ends.
 
 output:
-  stdout carries one JSON document. On success (from rank 0 or the spawning
-  parent): ok, launcher, world_size, backend, input ('data' or 'store'),
-  sampling_backend, graph sizes, config, per-epoch {train_loss, val_acc}
-  (train_loss is the seed-weighted mean over all ranks), final val_acc, and
-  one entry per rank (seed count, batches per epoch, rank-local losses; with
-  --report-details also the rank's sorted training seeds and the
-  [seeds, nodes, edges] shape of each first-epoch batch). On failure under
-  self-spawn the parent prints {"ok": false, "error": <first failure>,
-  "failed_ranks": [every rank's error, earliest first]}: peers of the rank
-  that failed first usually follow with "Connection closed by peer". Under
-  torchrun, rank 0 prints {"ok": false, ...} only if it raised itself, and
-  stdout stays empty when the launcher stopped it; rely on the exit code and
-  torchrun's failure summary. A missing sampling backend gives {"ok": false,
-  "findings": [neighbor-sampling-unavailable]}. Progress, warnings and
-  tracebacks go to stderr.
+  stdout carries one JSON document; progress, warnings and tracebacks go to
+  stderr. The job's keys: launcher, world_size, backend, input ('data' or
+  'store'), sampling_backend, graph (sizes, tensor_bytes), config, per-epoch
+  {train_loss, val_acc} (train_loss is the seed-weighted mean over all
+  ranks), final val_acc, and one entry per rank (seed count, batches per
+  epoch, rank-local losses; with --report-details also the rank's sorted
+  training seeds and the [seeds, nodes, edges] shape of each first-epoch
+  batch). A failed job has "error" (the first failure) and "failed_ranks"
+  (every failure, earliest first): peers of the rank that failed first
+  usually follow with "Connection closed by peer". Inside the skill the
+  document is its report (ok, status, exit_code, findings with fixes, gate
+  "trained", then the job's keys); this file copied alone prints the job's
+  keys with "ok". Under torchrun only rank 0 prints, and only while it runs:
+  rely on the exit code and torchrun's failure summary.
 
 exit codes:
   0  every rank finished training
   1  the job failed: a rank raised or died (the others are stopped, and the
-     process group times out after --timeout seconds at worst), or no
+     process group times out after --timeout seconds at worst), the ranks
+     could not be started (such as a /dev/shm too small for the graph), or no
      neighbour-sampling backend (pyg-lib or torch-sparse) is importable
-  2  usage error: bad flag value, unreadable --data file, --backend nccl
-     without enough GPUs, torch or PyG missing; one line on stderr and one
-     JSON document whose finding (ddp-usage-error, ddp-stack-missing) says why
-  3  internal error in the self-spawn parent
+  2  usage error: bad flag value, unreadable --data file, malformed or half
+     set launch variables, --backend nccl without enough GPUs, torch or PyG
+     missing; one line on stderr and one JSON document that says why
   (torchrun itself exits 1 whenever any worker exits non-zero.)
 
 examples:
@@ -126,55 +126,59 @@ examples:
   python scripts/ddp_neighbor_training.py --nprocs 2 --num-neighbors 10,5 --batch-size 64 --epochs 3
   python scripts/ddp_neighbor_training.py --nprocs 2 --store
   python scripts/ddp_neighbor_training.py --nprocs 2 --data graph.pt
+  python scripts/ddp_neighbor_training.py --nprocs 2 --data graph.pt --load-per-rank --num-workers 0
   torchrun --nproc_per_node 2 scripts/ddp_neighbor_training.py --epochs 3
   python -m torch.distributed.run --nproc_per_node 2 scripts/ddp_neighbor_training.py --data graph.pt
   python scripts/ddp_neighbor_training.py --nprocs 2 | jq '.epochs'
 """
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 class UsageError(Exception):
-    """A problem with the command line or the input files (exit code 2)."""
+    """A command line, input file or launch environment the recipe refuses (exit 2)."""
 
 
-def envelope(fields, findings=(), failed=False):
-    """The shared report contract around the recipe's own keys; gate "trained" fails when the job did."""
-    meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
-    document, _ = TOOL.document(list(findings), {"trained": {"passed": not failed}}, meta)
-    for key, value in fields.items():
-        if key not in ("ok", "exit_code"):
-            document[key] = value
-    return document
+class StackMissing(UsageError):
+    """torch or torch_geometric cannot be imported here."""
 
 
-def refuse(error):
-    """Exit 2: one stderr line and a usage-error document (the gate is not applied)."""
-    meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
-    document, exit_code = TOOL.document([error.finding(TOOL)], {}, meta, usage_error=True)
-    return cli.refuse(TOOL, error, document)
+class Stopped(BaseException):
+    """SIGINT or SIGTERM: the job stops, and what it finished is still reported."""
+
+    def __init__(self, signum):
+        BaseException.__init__(self, signum)
+        self.signum = signum
+
+    def record(self):
+        return {"signal": signal.Signals(self.signum).name, "exit_code": 128 + self.signum}
 
 
 # --------------------------------------------------------------------------
-# Command line
+# Command line (no torch needed: --help and refusals stay fast)
 # --------------------------------------------------------------------------
 
-POSITIVE = cli.whole_number(1)
+def positive(text):
+    """argparse type: a whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("expected a whole number >= 1, got %r" % text)
+    return int(text)
 
 
-DESCRIPTION = """\
-Train GraphSAGE with DistributedDataParallel and one NeighborLoader per rank, on
-a synthetic community graph (default), a saved Data file, or a (FeatureStore,
-GraphStore) pair. A template: copy it and swap the data loading.
-"""
+def fan_outs(text):
+    """argparse type of --num-neighbors: per-hop counts, each positive or -1 (all neighbours)."""
+    hops = [part.strip() for part in text.split(",")]
+    if not all(hop == "-1" or (hop.isdigit() and int(hop) > 0) for hop in hops):
+        raise argparse.ArgumentTypeError("expected comma-separated fan-outs, each positive or -1 (all "
+                                         "neighbours), such as 10,5; got %r" % text)
+    return [int(hop) for hop in hops]
 
 
-def parse_args(argv=None):
-    return build_parser().parse_args(argv)
-
-
-def build_parser():
-    parser = cli.make_parser(TOOL, description=DESCRIPTION, epilog=EPILOG)
+def add_arguments(parser):
+    """The recipe's flags (the skill's diagnostics declare the same ones)."""
     launch = parser.add_argument_group("launch")
-    launch.add_argument("--nprocs", type=POSITIVE, default=None,
+    launch.add_argument("--nprocs", type=positive, default=None,
                         help="self-spawn this many workers (default: one per visible GPU, or 2 "
                              "without GPUs); ignored under torchrun")
     launch.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
@@ -194,23 +198,27 @@ def build_parser():
                       help="torch.save'd torch_geometric.data.Data (or its to_dict()) with x, y (class ids), edge_index "
                            "and optional boolean train_mask/val_mask (default split: 80/20 by --seed); "
                            "default: a synthetic graph made in memory")
+    data.add_argument("--load-per-rank", action="store_true",
+                      help="self-spawn: each worker loads the graph itself instead of receiving the parent's "
+                           "copy through /dev/shm (a copy per rank in RAM; with --num-workers 0 nothing "
+                           "goes through /dev/shm)")
     data.add_argument("--store", action="store_true",
                       help="feed the loaders from a (LocalFeatureStore, LocalGraphStore) pair built from "
                            "the data: the place to plug in a remote feature/graph backend")
-    data.add_argument("--num-nodes", type=POSITIVE, default=1000,
+    data.add_argument("--num-nodes", type=positive, default=1000,
                       help="synthetic graph size (default 1000)")
-    data.add_argument("--num-classes", type=POSITIVE, default=4,
+    data.add_argument("--num-classes", type=positive, default=4,
                       help="synthetic communities = classes (default 4)")
     train = parser.add_argument_group("training")
-    train.add_argument("--num-neighbors", type=cli.fan_outs, default=[10, 5], metavar="K1,K2,...",
+    train.add_argument("--num-neighbors", type=fan_outs, default=[10, 5], metavar="K1,K2,...",
                        help="fan-out per hop, -1 for all neighbours; also the number of GraphSAGE "
                             "layers (default 10,5)")
-    train.add_argument("--batch-size", type=POSITIVE, default=64, help="seed nodes per batch (default 64)")
-    train.add_argument("--epochs", type=POSITIVE, default=3, help="default 3")
-    train.add_argument("--hidden-channels", type=POSITIVE, default=64, help="default 64")
+    train.add_argument("--batch-size", type=positive, default=64, help="seed nodes per batch (default 64)")
+    train.add_argument("--epochs", type=positive, default=3, help="default 3")
+    train.add_argument("--hidden-channels", type=positive, default=64, help="default 64")
     train.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
     train.add_argument("--num-workers", type=int, default=0,
-                       help="NeighborLoader worker processes per rank (default 0: sample in the rank)")
+                       help="NeighborLoader worker processes per rank, persistent (default 0: sample in the rank)")
     train.add_argument("--seed", type=int, default=0,
                        help="seeds the synthetic graph, the split, the shard permutation, the initial "
                             "weights (same on every rank) and sampling (seed + rank) (default 0)")
@@ -219,32 +227,230 @@ def build_parser():
                        help="rank R raises RuntimeError after its first training batch (to test teardown)")
     hooks.add_argument("--report-details", action="store_true",
                        help="add each rank's sorted training seeds and first-epoch batch shapes to the JSON")
+
+
+class RefusingParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError("%s (see --help)" % message)
+
+
+def build_parser():
+    """The parser of this file run alone (the skill's adds --list-findings and --explain to the same flags)."""
+    parser = RefusingParser(description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pretty", action="store_true", help="indent the JSON")
+    add_arguments(parser)
     return parser
 
 
-# The stack is imported only after the command line was accepted: --help and bad flags need no torch,
-# and importing torch creates $TMPDIR/torchinductor_<user>, which a refused command must not leave.
-STACK_NAMES = ("torch", "dist", "mp", "F", "Join", "get_error_handler", "record", "ProcessException",
-               "DistributedDataParallel", "torch_geometric", "Data", "DataEdgeAttr", "DataTensorAttr",
-               "GlobalStorage", "NeighborLoader", "GraphSAGE", "remove_self_loops", "to_undirected")
-torch = dist = mp = F = Join = get_error_handler = record = ProcessException = DistributedDataParallel = None
-torch_geometric = Data = DataEdgeAttr = DataTensorAttr = GlobalStorage = NeighborLoader = GraphSAGE = None
+def check_arguments(args):
+    """Refusals that need no torch, before anything is imported or started."""
+    if args.fail_rank is not None and args.fail_rank < 0:
+        raise UsageError("--fail-rank must be >= 0")
+    for flag, value in (("--timeout", args.timeout), ("--lr", args.lr)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError("%s must be a positive number, got %s" % (flag, value))
+    for flag, value in (("--num-workers", args.num_workers), ("--threads", args.threads)):
+        if value < 0:
+            raise UsageError("%s must be >= 0, got %d" % (flag, value))
+    if not 0 <= args.master_port <= 65535:
+        raise UsageError("--master-port must be within 0..65535 (0: pick a free one), got %d" % args.master_port)
+    if args.data and not os.path.isfile(args.data):
+        raise UsageError("--data %s: no such file" % args.data)
+
+
+def parse_arguments(argv=None):
+    args = build_parser().parse_args(argv)
+    check_arguments(args)
+    return args
+
+
+# --------------------------------------------------------------------------
+# Launch variables, shards, threads, backend (plain arithmetic)
+# --------------------------------------------------------------------------
+
+MAX_WORLD_SIZE = 1 << 20  # ranks: far above any job, far below what a process group can be asked for
+
+
+def launched(environ):
+    """Whether a launcher started this process as one rank: torchrun sets RANK and WORLD_SIZE, srun when the
+    job script maps them. One of them alone is refused by launch_variables, not ignored."""
+    return "RANK" in environ or "WORLD_SIZE" in environ
+
+
+def shown(text, limit=40):
+    """A launcher's value quoted for a one-line message, cut when long."""
+    if len(text) > limit:
+        text = "%s...[%d characters cut]" % (text[:limit], len(text) - limit)
+    return repr(text)
+
+
+def launch_variables(environ):
+    """(rank, world_size, local_rank) from the launcher's variables, checked before any store or process
+    group is opened: a rank outside the world, or a value that is not a number, would otherwise wait on
+    the rendezvous until it times out, or end in a raw torch error."""
+    if ("RANK" in environ) != ("WORLD_SIZE" in environ):
+        present, absent = ("RANK", "WORLD_SIZE") if "RANK" in environ else ("WORLD_SIZE", "RANK")
+        raise UsageError(
+            "%s=%s is set but %s is not: a launcher sets both (torchrun does; srun when the job script maps "
+            "them). Refused rather than ignored: ignored, every task that has it would start --nprocs ranks "
+            "of its own. Export %s too, or unset %s to self-spawn" % (
+                present, shown(environ[present])[1:-1], absent, absent, present))
+
+    def whole(name, low, high, default=None):
+        text = environ.get(name)
+        if text is None:
+            return default
+        if not (text.isascii() and text.isdigit()):
+            raise UsageError("%s=%s is not a whole number (set by the launcher: check the torchrun/srun line)"
+                             % (name, shown(text)))
+        value = int(text) if len(text) <= 18 else high + 1  # int() refuses strings of 4,300+ digits
+        if not low <= value <= high:
+            raise UsageError("%s=%s is outside %d..%d" % (name, shown(text)[1:-1], low, high))
+        return value
+    world_size = whole("WORLD_SIZE", 1, MAX_WORLD_SIZE)
+    rank = whole("RANK", 0, world_size - 1)
+    local_world = whole("LOCAL_WORLD_SIZE", 1, world_size)
+    local_rank = whole("LOCAL_RANK", 0, (local_world or world_size) - 1, default=0)
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        if not environ.get(name):
+            raise UsageError("RANK and WORLD_SIZE are set but %s is not: export it on every rank "
+                             "(torchrun sets it), or unset RANK and WORLD_SIZE to self-spawn" % name)
+    whole("MASTER_PORT", 1, 65535)
+    return rank, world_size, local_rank
+
+
+def local_world_size_from_env(environ, world_size):
+    """Ranks on this node, from the launcher's variables; UsageError when it cannot be known.
+
+    torchrun sets LOCAL_WORLD_SIZE; srun sets SLURM_NTASKS_PER_NODE only with
+    --ntasks-per-node. WORLD_SIZE is the local count only on a single node.
+    """
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        value = environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    nodes = [int(environ[name]) for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+             if environ.get(name, "").isdigit()]
+    group_rank = environ.get("GROUP_RANK", "0")
+    if any(count > 1 for count in nodes) or (group_rank.isdigit() and int(group_rank) > 0):
+        raise UsageError("LOCAL_WORLD_SIZE is not set and this job spans several nodes, so WORLD_SIZE=%d is not "
+                         "the number of ranks on this node; export LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE (with "
+                         "#SBATCH --ntasks-per-node) or launch with torchrun" % world_size)
+    return world_size
+
+
+def shard_bounds(count, rank, world_size):
+    """[start, stop) of rank's slice when `count` items are cut into world_size contiguous slices whose sizes
+    differ by at most one (the first count % world_size slices get one more, as torch.tensor_split cuts):
+    disjoint, and together exactly the items (a plain count // world_size split drops the remainder)."""
+    size, extra = divmod(count, world_size)
+    start = rank * size + min(rank, extra)
+    return start, start + size + (1 if rank < extra else 0)
+
+
+def threads_per_rank(requested, local_world_size, environ, cores):
+    """Torch threads of a CPU rank: --threads, else None when OMP_NUM_THREADS is set (torch reads it; torchrun
+    sets it to 1 for several ranks), else the usable cores shared out among the node's ranks."""
+    if requested > 0:
+        return requested
+    if "OMP_NUM_THREADS" in environ:
+        return None
+    return max(1, cores // local_world_size)
+
+
+def choose_backend(requested, local_world_size, gpus=None):
+    """nccl or gloo for this node's ranks; UsageError when the GPUs cannot serve them."""
+    if gpus is None:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if requested == "nccl" and gpus < local_world_size:
+        raise UsageError("--backend nccl needs one GPU per local rank: %d ranks, %d GPUs" % (local_world_size, gpus))
+    if requested == "auto":
+        if 0 < gpus < local_world_size:
+            # Silently training a GPU job on CPU (gloo) is the failure this refuses:
+            # usually a wrong local count, e.g. WORLD_SIZE of a multi-node job.
+            raise UsageError("--backend auto: %d GPU(s) visible but %d ranks on this node; start one rank per GPU "
+                             "(check LOCAL_WORLD_SIZE) or pass --backend gloo to train on CPU on purpose"
+                             % (gpus, local_world_size))
+        return "nccl" if gpus >= local_world_size else "gloo"
+    return requested
+
+
+# --------------------------------------------------------------------------
+# The job's report: a plain dict, filled as the job goes (what a failure or a signal leaves is in it)
+# --------------------------------------------------------------------------
+
+def finished(args, backend, sampling_backend, graph, epochs, rank_reports):
+    """The keys of a job every rank finished."""
+    return {"ok": True, "world_size": len(rank_reports), "backend": backend,
+            "input": "store" if args.store else "data", "sampling_backend": sampling_backend, "graph": graph,
+            "config": {"num_neighbors": args.num_neighbors, "batch_size": args.batch_size, "epochs": args.epochs,
+                       "lr": args.lr, "hidden_channels": args.hidden_channels, "seed": args.seed,
+                       "num_workers": args.num_workers},
+            "epochs": epochs, "val_acc": epochs[-1]["val_acc"] if epochs else None, "ranks": rank_reports}
+
+
+def failed(job, failures, **more):
+    """A job that stopped on failures (first first): the first is its error, every one is listed."""
+    job.update(ok=False, error=failures[0], failed_ranks=failures, **more)
+    return job
+
+
+def stopped_at(job, stop, epochs):
+    job.update(ok=False, interrupted=stop.record(), epochs=epochs, val_acc=epochs[-1]["val_acc"] if epochs else None)
+    return job
+
+
+def exit_code(job):
+    if job.get("refused") is not None:
+        return EXIT_USAGE
+    if job.get("interrupted"):
+        return job["interrupted"]["exit_code"]
+    return EXIT_OK if job.get("ok") else EXIT_FAILED
+
+
+def error_line(error):
+    """'Type: message' of an exception, as a failure record holds it."""
+    return "%s: %s" % (type(error).__name__, error)
+
+
+def print_report(job, argv=None):
+    """This file run alone: the job's keys as one JSON document on stdout (a refusal also as one stderr
+    line); -> the exit code."""
+    if job.get("refused") is not None:
+        print("%s: error: %s" % (os.path.basename(sys.argv[0] or "ddp_neighbor_training.py"),
+                                 " ".join(job["refused"].split())), file=sys.stderr, flush=True)
+    pretty = "--pretty" in (sys.argv[1:] if argv is None else argv)
+    sys.stdout.write(json.dumps(job, indent=2 if pretty else None) + "\n")
+    sys.stdout.flush()
+    return exit_code(job)
+
+
+# --------------------------------------------------------------------------
+# torch and PyG: imported once the command line is accepted
+# --------------------------------------------------------------------------
+
+torch = dist = mp = F = Join = ProcessException = DistributedDataParallel = None
+Data = DataEdgeAttr = DataTensorAttr = GlobalStorage = NeighborLoader = GraphSAGE = None
 remove_self_loops = to_undirected = None
 
 
 def import_stack():
-    """Import torch and PyG into this module's globals; -> the ImportError, or None."""
+    """Import torch and PyG into this module (--help and refusals need neither, and importing torch makes
+    files in the temp dir); StackMissing when they are not importable."""
+    global torch, dist, mp, F, Join, ProcessException, DistributedDataParallel
+    global Data, DataEdgeAttr, DataTensorAttr, GlobalStorage, NeighborLoader, GraphSAGE
+    global remove_self_loops, to_undirected
     try:
         import torch
         import torch.distributed as dist
         import torch.multiprocessing as mp
         import torch.nn.functional as F
         from torch.distributed.algorithms.join import Join
-        from torch.distributed.elastic.multiprocessing.errors import get_error_handler, record
         from torch.multiprocessing.spawn import ProcessException
         from torch.nn.parallel import DistributedDataParallel
 
-        import torch_geometric.typing
+        import torch_geometric.typing  # noqa: F401  (sampling_backend reads it)
         from torch_geometric.data import Data
         from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
         from torch_geometric.data.storage import GlobalStorage
@@ -252,58 +458,34 @@ def import_stack():
         from torch_geometric.nn import GraphSAGE
         from torch_geometric.utils import remove_self_loops, to_undirected
     except ImportError as error:
-        return error
-    names = locals()  # the imported names, published as this module's globals
-    globals().update((name, names[name]) for name in STACK_NAMES)
-    return None
+        raise StackMissing("%s -- this recipe needs torch and torch_geometric in %s" % (error_line(error),
+                                                                                      sys.executable))
 
 
-class InductorCacheGuard(object):
-    """Importing PyG imports torch._dynamo, which creates <temp dir>/torchinductor_<user>. A run that
-    ends before training (refused input, missing backend) removes that folder again if this run
-    created it and it is still empty; a run that trained leaves torch's cache as torch made it."""
-
-    def __init__(self):
-        self.preset = "TORCHINDUCTOR_CACHE_DIR" in os.environ
-        self.before = None
-        if not self.preset:
-            temp = tempfile.gettempdir()  # torch's own import asks the same; the answer is cached
-            try:
-                self.before = (temp, set(n for n in os.listdir(temp) if n.startswith("torchinductor_")))
-            except OSError:
-                self.before = None
-        self.launched = False
-
-    def remove_if_unused(self):
-        created = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        if self.launched or self.preset or self.before is None or not created:
-            return
-        temp, existing = self.before
-        if os.path.dirname(created) == temp and os.path.basename(created) not in existing:
-            try:
-                os.rmdir(created)  # only if empty: never removes anything torch put there
-            except OSError:
-                pass
+def sampling_backend():
+    """The library NeighborLoader samples with, or None: PyG constructs a loader without one and fails at its
+    first batch."""
+    import torch_geometric.typing as pyg
+    return "pyg-lib" if pyg.WITH_PYG_LIB else "torch-sparse" if pyg.WITH_TORCH_SPARSE else None
 
 
-INDUCTOR_GUARD = None
+NO_SAMPLING_BACKEND = "NeighborLoader needs pyg-lib or torch-sparse; neither is importable"
 
 
-def stack_missing(error):
-    from diagnostics_core.calls import stack_fix
-    from diagnostics_core.sandbox import missing_torch_stack
-    fix = "%s; then: python3 %s --require-neighbor-backend" % (
-        stack_fix(missing_torch_stack() or ["torch", "torch_geometric"]),
-        text.quote(os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py")))
-    return cli.UsageError(
-        "ddp_neighbor_training.py: error: %s: %s -- this recipe needs torch and torch_geometric in %s: %s"
-        % (type(error).__name__, error, sys.executable, fix), "ddp-stack-missing",
-        {"error": "%s: %s" % (type(error).__name__, error), "interpreter": sys.executable}, fix=fix)
+# ==========================================================================
+# YOUR GRAPH, MODEL AND STEP: replace these with your own. Keep what each
+# returns; everything after this part launches the ranks and reports.
+# ==========================================================================
 
+def load_data(args):
+    """Return a Data with x, y (class ids), edge_index, train_mask and val_mask: your graph goes here.
+    Raise UsageError for an input you refuse (exit 2)."""
+    data = load_saved_data(args.data, args.seed) if args.data else community_graph(
+        args.num_nodes, args.num_classes, args.seed)
+    # Sort once into CSC order (by destination node) so that neither the loaders nor
+    # the graph store re-sort per rank; both then see neighbours in the same order.
+    return data.sort(sort_by_row=False)
 
-# --------------------------------------------------------------------------
-# Data: swap these for your own graph
-# --------------------------------------------------------------------------
 
 def community_graph(num_nodes, num_classes, seed, degree=8, p_same=0.8, noise=1.0):
     """A stochastic-block-style graph whose labels are its communities.
@@ -346,37 +528,28 @@ def add_split(data, train_fraction, seed):
 
 def load_saved_data(path, seed):
     if not os.path.isfile(path):
-        raise UsageError(f"--data {path}: no such file")
+        raise UsageError("--data %s: no such file" % path)
     # weights_only loading runs no pickled code; only PyG's Data classes are allowed in.
     try:
         with torch.serialization.safe_globals([Data, DataEdgeAttr, DataTensorAttr, GlobalStorage]):
             data = torch.load(path, weights_only=True)
     except Exception as error:
-        raise UsageError(f"--data {path}: cannot load a torch_geometric Data object "
-                         f"({type(error).__name__}: {str(error).splitlines()[0]})")
+        raise UsageError("--data %s: cannot load a torch_geometric Data object (%s: %s)"
+                         % (path, type(error).__name__, (str(error).splitlines() or [""])[0]))
     if isinstance(data, dict):  # saved as data.to_dict(): the form torch.load(path, mmap=True) can map
         data = Data.from_dict(data)
     if not isinstance(data, Data):
-        raise UsageError(f"--data {path}: expected torch_geometric.data.Data (or its to_dict()), got "
-                         f"{type(data).__name__}")
+        raise UsageError("--data %s: expected torch_geometric.data.Data (or its to_dict()), got %s"
+                         % (path, type(data).__name__))
     for key in ("x", "y", "edge_index"):
         if getattr(data, key, None) is None:
-            raise UsageError(f"--data {path}: Data has no '{key}'")
+            raise UsageError("--data %s: Data has no '%s'" % (path, key))
     if data.y.dim() != 1 or data.y.dtype.is_floating_point:
-        raise UsageError(f"--data {path}: 'y' must be a 1-D tensor of class ids, got {tuple(data.y.shape)} "
-                         f"{data.y.dtype}")
+        raise UsageError("--data %s: 'y' must be a 1-D tensor of class ids, got %s %s"
+                         % (path, tuple(data.y.shape), data.y.dtype))
     if getattr(data, "train_mask", None) is None or getattr(data, "val_mask", None) is None:
         add_split(data, train_fraction=0.8, seed=seed)
     return data
-
-
-def load_data(args):
-    """Return a Data with x, y, edge_index, train_mask and val_mask (your graph goes here)."""
-    data = load_saved_data(args.data, args.seed) if args.data else community_graph(
-        args.num_nodes, args.num_classes, args.seed)
-    # Sort once into CSC order (by destination node) so that neither the loaders nor
-    # the graph store re-sort per rank; both then see neighbours in the same order.
-    return data.sort(sort_by_row=False)
 
 
 def build_stores(data):
@@ -399,103 +572,48 @@ def build_stores(data):
     return feature_store, graph_store
 
 
-# --------------------------------------------------------------------------
-# Sharding and launch facts
-# --------------------------------------------------------------------------
+def build_model(data, args):
+    return GraphSAGE(data.num_features, args.hidden_channels, num_layers=len(args.num_neighbors),
+                     out_channels=int(data.y.max()) + 1)
+
+
+def train_step(model, batch, optimizer):
+    """One optimisation step on a sampled batch; -> its loss. The seed nodes are the batch's first
+    batch_size rows, and the loss is taken on them only."""
+    optimizer.zero_grad()
+    out = model(batch.x, batch.edge_index)[:batch.batch_size]
+    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def predict(model, batch):
+    """Class predictions for the batch's seed nodes."""
+    return model(batch.x, batch.edge_index)[:batch.batch_size].argmax(dim=-1)
+
+
+# ==========================================================================
+# End of your part.
+# ==========================================================================
+
+def describe_graph(data, args):
+    tensors = [value for store in data.stores for value in store.values() if isinstance(value, torch.Tensor)]
+    return {"source": args.data or "synthetic", "num_nodes": data.num_nodes, "num_edges": data.num_edges,
+            "num_features": data.num_features, "num_classes": int(data.y.max()) + 1,
+            "num_train": int(data.train_mask.sum()), "num_val": int(data.val_mask.sum()),
+            "tensor_bytes": sum(t.numel() * t.element_size() for t in tensors)}
+
 
 def shard(node_ids, rank, world_size, seed):
-    """Rank `rank`'s contiguous slice of a permutation shared by all ranks.
-
-    tensor_split sizes differ by at most one, so the shards are disjoint and
-    cover node_ids exactly (a plain `n // world_size` split drops the remainder).
-    """
+    """Rank `rank`'s contiguous slice (shard_bounds) of a permutation shared by all ranks."""
     order = torch.randperm(node_ids.numel(), generator=torch.Generator().manual_seed(seed))
-    return node_ids[order].tensor_split(world_size)[rank]
+    start, stop = shard_bounds(node_ids.numel(), rank, world_size)
+    return node_ids[order[start:stop]]
 
 
-def neighbor_sampling_backend():
-    if torch_geometric.typing.WITH_PYG_LIB:
-        return "pyg-lib"
-    if torch_geometric.typing.WITH_TORCH_SPARSE:
-        return "torch-sparse"
-    return None
-
-
-def missing_backend_report():
-    return envelope(
-        {"error": {"message": "NeighborLoader needs pyg-lib or torch-sparse; neither is importable"}},
-        [TOOL.finding("neighbor-sampling-unavailable", {
-            "WITH_PYG_LIB": torch_geometric.typing.WITH_PYG_LIB,
-            "WITH_TORCH_SPARSE": torch_geometric.typing.WITH_TORCH_SPARSE, "python": sys.executable},
-            fix="python3 %s --require-neighbor-backend" % shlex.quote(
-                os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sampling_backends.py")))],
-        failed=True)
-
-
-def choose_backend(requested, local_world_size):
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if requested == "nccl" and gpus < local_world_size:
-        raise UsageError(f"--backend nccl needs one GPU per local rank: {local_world_size} ranks, {gpus} GPUs")
-    if requested == "auto":
-        if 0 < gpus < local_world_size:
-            # Silently training a GPU job on CPU (gloo) is the failure this refuses:
-            # usually a wrong local count, e.g. WORLD_SIZE of a multi-node job.
-            raise UsageError(f"--backend auto: {gpus} GPU(s) visible but {local_world_size} ranks on this node; "
-                             f"start one rank per GPU (check LOCAL_WORLD_SIZE) or pass --backend gloo "
-                             f"to train on CPU on purpose")
-        return "nccl" if gpus >= local_world_size else "gloo"
-    return requested
-
-
-def local_world_size_from_env(environ, world_size):
-    """Ranks on this node, from the launcher's variables; UsageError when it cannot be known.
-
-    torchrun sets LOCAL_WORLD_SIZE; srun sets SLURM_NTASKS_PER_NODE only with
-    --ntasks-per-node. WORLD_SIZE is the local count only on a single node.
-    """
-    for name in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
-        value = environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    nodes = [int(environ[name]) for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")
-             if environ.get(name, "").isdigit()]
-    group_rank = environ.get("GROUP_RANK", "0")
-    if any(count > 1 for count in nodes) or (group_rank.isdigit() and int(group_rank) > 0):
-        raise UsageError(f"LOCAL_WORLD_SIZE is not set and this job spans several nodes, so WORLD_SIZE="
-                         f"{world_size} is not the number of ranks on this node; export "
-                         f"LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE (with #SBATCH --ntasks-per-node) or launch "
-                         f"with torchrun")
-    return world_size
-
-
-MAX_WORLD_SIZE = 1 << 20  # ranks: far above any job, far below what a process group can be asked for
-
-
-def launch_variables(environ):
-    """(rank, world_size, local_rank) from the launcher's variables, checked before any store or
-    process group is opened: a rank outside the world, or a value that is not a number, would
-    otherwise wait on the rendezvous until it times out, or end in a raw torch error."""
-    def whole(name, low, high, default=None):
-        text = environ.get(name)
-        if text is None:
-            return default
-        if not (text.isascii() and text.isdigit()):
-            raise UsageError(f"{name}={echo(text)} is not a whole number (set by the launcher: check the "
-                             f"torchrun/srun line)")
-        value = int(text) if len(text) <= 18 else high + 1  # int() refuses strings of 4,300+ digits
-        if not low <= value <= high:
-            raise UsageError(f"{name}={echo(text, 40)[1:-1]} is outside {low}..{high}")
-        return value
-    world_size = whole("WORLD_SIZE", 1, MAX_WORLD_SIZE)
-    rank = whole("RANK", 0, world_size - 1)
-    local_world = whole("LOCAL_WORLD_SIZE", 1, world_size)
-    local_rank = whole("LOCAL_RANK", 0, (local_world or world_size) - 1, default=0)
-    for name in ("MASTER_ADDR", "MASTER_PORT"):
-        if not environ.get(name):
-            raise UsageError(f"RANK and WORLD_SIZE are set but {name} is not: export it on every rank "
-                             f"(torchrun sets it), or unset RANK and WORLD_SIZE to self-spawn")
-    whole("MASTER_PORT", 1, 65535)
-    return rank, world_size, local_rank
+def visible_gpus():
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def free_port(addr):
@@ -506,16 +624,15 @@ def free_port(addr):
 
 
 def set_cpu_threads(requested, local_world_size):
-    if requested > 0:
-        torch.set_num_threads(requested)
-    elif "OMP_NUM_THREADS" not in os.environ:  # torchrun sets it to 1 for several ranks
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        torch.set_num_threads(max(1, cores // local_world_size))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = threads_per_rank(requested, local_world_size, os.environ, cores)
+    if threads is not None:
+        torch.set_num_threads(threads)
     return torch.get_num_threads()
 
 
 def log(rank, message):
-    print(f"[rank {rank}] {message}", file=sys.stderr, flush=True)
+    print("[rank %s] %s" % (rank, message), file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------
@@ -530,11 +647,7 @@ def train_epoch(model, loader, optimizer, device, fail_after_first_batch, record
     with Join([model]):
         for batch in loader:
             batch = batch.to(device)
-            optimizer.zero_grad()
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]  # seed rows come first
-            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-            loss.backward()
-            optimizer.step()
+            loss = train_step(model, batch, optimizer)
             loss_sum += loss.item() * batch.batch_size
             num_seeds += batch.batch_size
             num_batches += 1
@@ -551,8 +664,7 @@ def count_correct(model, loader, device):
     with torch.no_grad():
         for batch in loader:
             batch = batch.to(device)
-            pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(dim=-1)
-            correct += int((pred == batch.y[:batch.batch_size]).sum())
+            correct += int((predict(model, batch) == batch.y[:batch.batch_size]).sum())
             total += batch.batch_size
     return correct, total
 
@@ -563,26 +675,24 @@ def all_reduce_sum(values, device):
     return tensor.tolist()
 
 
-def train_rank(rank, local_rank, world_size, backend, args, data, launcher, on_epoch=None):
-    """Runs inside an initialised process group; returns this rank's report. Rank 0 hands each
-    finished epoch's record to on_epoch (what an interrupted run still reports)."""
+def train_rank(rank, local_rank, world_size, backend, args, data, on_epoch):
+    """Runs inside an initialised process group; -> (epochs, every rank's report). Rank 0 hands each
+    finished epoch's record to on_epoch (what a stopped job still reports)."""
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
-    sampling_seed = args.seed + rank
-
     graph_input = build_stores(data) if args.store else data
     train_seeds = shard(data.train_mask.nonzero().view(-1), rank, world_size, args.seed)
     val_seeds = shard(data.val_mask.nonzero().view(-1), rank, world_size, args.seed)
-    loader_args = dict(num_neighbors=args.num_neighbors, batch_size=args.batch_size,
-                       num_workers=args.num_workers, is_sorted=True)
+    # Persistent workers start once, not every epoch (under spawn each start imports torch anew).
+    loader_args = dict(num_neighbors=args.num_neighbors, batch_size=args.batch_size, num_workers=args.num_workers,
+                       persistent_workers=args.num_workers > 0, is_sorted=True)
     train_loader = NeighborLoader(graph_input, input_nodes=train_seeds, shuffle=True, **loader_args)
     val_loader = NeighborLoader(graph_input, input_nodes=val_seeds, shuffle=False, **loader_args)
 
     torch.manual_seed(args.seed)  # identical initial weights on every rank
-    model = GraphSAGE(data.num_features, args.hidden_channels, num_layers=len(args.num_neighbors),
-                      out_channels=int(data.y.max()) + 1).to(device)
+    model = build_model(data, args).to(device)
     model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    torch.manual_seed(sampling_seed)  # shuffling and sampling differ per rank
+    torch.manual_seed(args.seed + rank)  # shuffling and sampling differ per rank
 
     epochs, local_losses, batches_per_epoch, first_epoch_shapes = [], [], [], []
     for epoch in range(1, args.epochs + 1):
@@ -597,10 +707,10 @@ def train_rank(rank, local_rank, world_size, backend, args, data, launcher, on_e
         local_losses.append(loss_sum / max(num_seeds, 1))
         batches_per_epoch.append(num_batches)
         first_epoch_shapes = first_epoch_shapes or shapes
-        if rank == 0 and on_epoch is not None:
-            on_epoch(epochs[-1])
         if rank == 0:
-            log(rank, f"epoch {epoch}: train_loss {epochs[-1]['train_loss']:.4f} val_acc {epochs[-1]['val_acc']:.4f}")
+            on_epoch(epochs[-1])
+            log(rank, "epoch %d: train_loss %.4f val_acc %.4f" % (epoch, epochs[-1]["train_loss"],
+                                                                  epochs[-1]["val_acc"]))
 
     report = {"rank": rank, "local_rank": local_rank, "host": socket.gethostname(), "pid": os.getpid(),
               "device": str(device), "threads": torch.get_num_threads(),
@@ -611,194 +721,195 @@ def train_rank(rank, local_rank, world_size, backend, args, data, launcher, on_e
         report["first_epoch_batches"] = first_epoch_shapes
     rank_reports = [None] * world_size
     dist.all_gather_object(rank_reports, report)
-    return job_report(args, data, launcher, backend, epochs, rank_reports)
+    return epochs, rank_reports
 
 
-def job_report(args, data, launcher, backend, epochs, rank_reports):
-    return {
-        "ok": True, "exit_code": EXIT_OK, "launcher": launcher, "world_size": len(rank_reports),
-        "backend": backend, "input": "store" if args.store else "data",
-        "sampling_backend": neighbor_sampling_backend(),
-        "graph": {"source": args.data or "synthetic", "num_nodes": data.num_nodes,
-                  "num_edges": data.num_edges, "num_features": data.num_features,
-                  "num_classes": int(data.y.max()) + 1, "num_train": int(data.train_mask.sum()),
-                  "num_val": int(data.val_mask.sum())},
-        "config": {"num_neighbors": args.num_neighbors, "batch_size": args.batch_size,
-                   "epochs": args.epochs, "lr": args.lr, "hidden_channels": args.hidden_channels,
-                   "seed": args.seed},
-        "epochs": epochs, "val_acc": epochs[-1]["val_acc"], "ranks": rank_reports,
-    }
-
-
-def run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, launcher, on_epoch=None):
+def run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, on_epoch):
     """Process-group lifetime around train_rank: always destroyed, also on error."""
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     else:
-        threads = set_cpu_threads(args.threads, local_world_size)
-        log(rank, f"cpu, {threads} torch threads")
+        log(rank, "cpu, %d torch threads" % set_cpu_threads(args.threads, local_world_size))
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=args.timeout))
     try:
-        return train_rank(rank, local_rank, world_size, backend, args, data, launcher, on_epoch)
+        return train_rank(rank, local_rank, world_size, backend, args, data, on_epoch)
     finally:
         dist.destroy_process_group()
 
 
-def leave_after_failure():
-    """Print the traceback and end this rank now, skipping Python's teardown.
+# --------------------------------------------------------------------------
+# Every process: its own temp folder, signals, a way out that cannot hang
+# --------------------------------------------------------------------------
 
-    After a peer fails mid-collective, freeing the DDP reducer at interpreter
-    exit can deadlock (seen with torch 2.13 + gloo: the process-group destructor
-    joins a gloo thread that waits for the GIL), leaving the rank alive until
-    its launcher kills it. os._exit cannot hang.
-    """
-    traceback.print_exc()
+PRIVATE_TEMP = []  # this process's temp folder (at most one), removed however it ends
+# A loader worker hands tensors over through a socket at <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX, and AF_UNIX
+# takes 107 characters at most: past that the worker fails in a background thread and the loader waits forever.
+SOCKET_PATH_MAX = 107
+SOCKET_TAIL = len("/ddp-XXXXXXXX/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+
+def temp_base(base):
+    """Where this process's temp folder goes: the temp dir, or /tmp when the temp dir's path is too long for the
+    sockets under it (as Python 3.13's multiprocessing falls back)."""
+    if len(base) + SOCKET_TAIL > SOCKET_PATH_MAX and os.path.isdir("/tmp"):
+        return "/tmp"
+    return base
+
+
+@contextlib.contextmanager
+def private_temp_dir():
+    """A temp folder of this process's own, made TMPDIR of everything it starts: PyG's rendered conv templates
+    (*_propagate_*.py), multiprocessing's pymp-* and torch's inductor cache go with it when it ends."""
+    folder = tempfile.mkdtemp(prefix="ddp-", dir=temp_base(tempfile.gettempdir()))
+    previous = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    PRIVATE_TEMP.append(folder)
+    try:
+        yield folder
+    finally:
+        PRIVATE_TEMP.remove(folder)
+        if previous[0] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous[0]
+        tempfile.tempdir = previous[1]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGINT/SIGTERM raise Stopped once, in this (main) thread; later ones are ignored, so the cleanup the
+    first one starts runs to its end."""
+    def stop(signum, frame):
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+        raise Stopped(signum)
+    previous = [(number, signal.signal(number, stop)) for number in STOP_SIGNALS]
+    try:
+        yield
+    finally:
+        for number, handler in previous:
+            signal.signal(number, handler)
+
+
+def leave(code):
+    """End this rank now, skipping Python's teardown. After a peer failed mid-collective, freeing the DDP
+    reducer can deadlock (seen with torch 2.13 + gloo: the process-group destructor joins a gloo thread
+    that waits for the GIL), leaving the rank alive until its launcher kills it; os._exit cannot hang.
+    Call it while the failed frames are still referenced (inside the except block)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(EXIT_FAILED)
+    for folder in PRIVATE_TEMP:
+        shutil.rmtree(folder, ignore_errors=True)
+    os._exit(code)
 
 
-def spawned_worker(rank, world_size, backend, args, data, result_dir):
-    """Entry point of a self-spawned worker (torch.multiprocessing passes `rank`)."""
+# --------------------------------------------------------------------------
+# Launched by torchrun (or srun): this process is one rank
+# --------------------------------------------------------------------------
+
+def run_as_rank(argv, report):
+    """Train as one rank of a launched job; rank 0 (or, for a refusal, any rank that cannot know its rank)
+    hands the job's record to `report` -> exit code; the other ranks print nothing."""
+    job, rank, training = {"ok": False, "launcher": "torchrun", "world_size": None}, None, False
+    with private_temp_dir(), stop_on_signals():
+        try:
+            args = parse_arguments(argv)
+            rank, world_size, local_rank = launch_variables(os.environ)
+            job["world_size"] = world_size
+            if args.nprocs is not None:
+                log(rank, "--nprocs %d ignored: the launcher set WORLD_SIZE=%d" % (args.nprocs, world_size))
+            local_world_size = local_world_size_from_env(os.environ, world_size)
+            import_stack()
+            backend = choose_backend(args.backend, local_world_size)
+            data = load_data(args)
+            job["graph"] = describe_graph(data, args)
+            job["sampling_backend"] = sampling_backend()
+            if job["sampling_backend"] is None:
+                job["error"] = {"message": NO_SAMPLING_BACKEND}
+                return report(job, argv) if rank == 0 else EXIT_FAILED
+            training = True  # from here on, leave() instead of returning: teardown can hang
+            epochs, rank_reports = run_rank(rank, local_rank, world_size, local_world_size, backend, args, data,
+                                            job.setdefault("epochs", []).append)
+            job.update(finished(args, backend, job["sampling_backend"], job["graph"], epochs, rank_reports))
+        except UsageError as error:
+            job["refused"] = str(error)
+            if isinstance(error, StackMissing):
+                job["stack_missing"] = True
+            if rank not in (None, 0):
+                log(rank, "error: %s" % error)
+                return EXIT_USAGE
+        except Stopped as stop:  # torchrun stops its workers with SIGTERM
+            stopped_at(job, stop, job.get("epochs") or [])
+            leave(report(job, argv) if rank in (None, 0) else stop.record()["exit_code"])
+        except Exception as error:
+            traceback.print_exc()
+            failed(job, [{"rank": rank, "pid": os.getpid(), "time": time.time(), "message": error_line(error)}],
+                   hint="rank 0's own error, possibly caused by another rank failing first: read every entry of "
+                        "torchrun's failure summary on stderr ('Root Cause' compares whole-second timestamps)")
+            code = report(job, argv) if rank in (None, 0) else EXIT_FAILED
+            if training:
+                from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+                get_error_handler().record_exception(error)  # what @record does: feeds torchrun's "Root Cause"
+                leave(code)
+            return code
+    return report(job, argv) if rank in (None, 0) else exit_code(job)
+
+
+# --------------------------------------------------------------------------
+# Self-spawn: this process starts the ranks and waits for them
+# --------------------------------------------------------------------------
+
+def spawned_worker(index, world_size, backend, args, data, result_dir):
+    """A self-spawned rank (torch.multiprocessing passes its index)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the whole group: the parent ends the job
-    import_stack()  # a spawned interpreter re-imports this file without running main()
+    import_stack()  # a spawned interpreter runs this file's top, not main()
     os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(args.master_port)
 
-    def on_epoch(record):  # the parent reads these when it is interrupted
+    def on_epoch(record):  # the parent reads these when it is stopped
         with open(os.path.join(result_dir, "epochs.jsonl"), "a") as handle:
             handle.write(json.dumps(record) + "\n")
     try:
-        report = run_rank(rank, rank, world_size, world_size, backend, args, data, "spawn", on_epoch)
+        if data is None:  # --load-per-rank
+            data = load_data(args)
+        epochs, rank_reports = run_rank(index, index, world_size, world_size, backend, args, data, on_epoch)
     except Exception as error:
         # Timestamped, so the parent can tell the first failure from the peers'
         # "Connection closed by peer" errors that follow it.
-        with open(os.path.join(result_dir, f"rank{rank}.error.json"), "w") as handle:
-            json.dump({"rank": rank, "pid": os.getpid(), "time": time.time(),
-                       "message": f"{type(error).__name__}: {error}"}, handle)
-        leave_after_failure()
-    if rank == 0:  # the parent prints it once every worker has exited 0
+        record = {"rank": index, "pid": os.getpid(), "time": time.time(), "message": error_line(error)}
+        if isinstance(error, UsageError):
+            record["refused"] = str(error)
+        else:
+            traceback.print_exc()
+        with open(os.path.join(result_dir, "rank%d.error.json" % index), "w") as handle:
+            json.dump(record, handle)
+        leave(EXIT_FAILED)
+    if index == 0:  # the parent reads it once every rank has exited 0
         with open(os.path.join(result_dir, "report.json"), "w") as handle:
-            json.dump(report, handle)
+            json.dump(finished(args, backend, sampling_backend(), describe_graph(data, args), epochs, rank_reports),
+                      handle)
 
 
-# --------------------------------------------------------------------------
-# Entry points
-# --------------------------------------------------------------------------
-
-def print_json(document):
-    sys.stdout.flush()
-    write_json(document)
-
-
-def failure_report(fields, failures):
-    """A failed job: the recipe's keys and one ddp-rank-failed finding per failed rank."""
-    return envelope(fields, [TOOL.finding("ddp-rank-failed", failure, fix="read the rank's traceback on stderr; "
-                                          "a peer that failed first makes the others fail with 'Connection "
-                                          "closed by peer'") for failure in failures], failed=True)
-
-
-EPOCHS_DONE = []  # rank 0's finished epochs, what an interrupted torchrun worker still reports
-
-
-def main_torchrun(args):
-    """This process is one worker; torchrun (or srun) started the others."""
-    rank, world_size, local_rank = launch_variables(os.environ)  # checked in main() already
-    if args.nprocs is not None:
-        log(rank, f"--nprocs {args.nprocs} ignored: the launcher set WORLD_SIZE={world_size}")
-    try:
-        local_world_size = local_world_size_from_env(os.environ, world_size)
-        backend = choose_backend(args.backend, local_world_size)
-        data = load_data(args)
-        if neighbor_sampling_backend() is None:
-            if rank == 0:
-                print_json(missing_backend_report())
-            return EXIT_FAILED
-        if INDUCTOR_GUARD is not None:
-            INDUCTOR_GUARD.launched = True
-    except UsageError as error:
-        if rank == 0:
-            return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
-                                         {"message": str(error)}, fix=TOOL.command("--help")))
-        log(rank, f"error: {error}")
-        return EXIT_USAGE
-    try:
-        report = run_rank(rank, local_rank, world_size, local_world_size, backend, args, data, "torchrun",
-                          EPOCHS_DONE.append)
-    except Exception as error:
-        if rank == 0:
-            failure = {"rank": rank, "message": f"{type(error).__name__}: {error}"}
-            print_json(failure_report({
-                "launcher": "torchrun", "world_size": world_size, "error": failure,
-                "hint": "rank 0's own error, possibly caused by another rank failing first: read every "
-                        "entry of torchrun's failure summary on stderr ('Root Cause' compares "
-                        "whole-second timestamps)"}, [failure]))
-        get_error_handler().record_exception(error)  # what @record does: feeds torchrun's "Root Cause"
-        leave_after_failure()
-    if rank == 0:
-        print_json(envelope(report))
-    return EXIT_OK
-
-
-def main_spawn(args):
-    """Start args.nprocs workers here and wait; stop them all if one fails."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    nprocs = args.nprocs or gpus or 2
-    backend = choose_backend(args.backend, nprocs)
-    data = load_data(args)  # loaded once; spawn hands its tensors to the workers via shared memory
-    # After the input checks: a refused --data file is a usage error whatever this machine lacks.
-    if neighbor_sampling_backend() is None:
-        print_json(missing_backend_report())
-        return EXIT_FAILED
-    args.master_port = args.master_port or free_port(args.master_addr)
-    INDUCTOR_GUARD.launched = True
-    print(f"spawning {nprocs} workers, backend {backend}, rendezvous {args.master_addr}:{args.master_port}",
-          file=sys.stderr, flush=True)
-
-    with tempfile.TemporaryDirectory(prefix="ddp_recipe_") as result_dir:
-        STOPS.hold()  # a signal while the workers start is raised once they are all known (and endable)
-        context = mp.start_processes(spawned_worker, args=(nprocs, backend, args, data, result_dir),
-                                     nprocs=nprocs, join=False, start_method="spawn")
-        try:
-            STOPS.resume()
-            # join() raises as soon as one worker fails, after stopping the rest.
-            while not context.join(grace_period=5):
-                pass
-        except ProcessException as error:
-            print(str(error), file=sys.stderr)
-            failures = read_failures(result_dir) or [{"rank": error.error_index, "pid": error.error_pid,
-                                                      "message": str(error).strip().splitlines()[-1]}]
-            print_json(failure_report({"launcher": "spawn", "world_size": nprocs, "error": failures[0],
-                                       "failed_ranks": failures}, failures))
-            return EXIT_FAILED
-        except Interrupted as stop:
-            STOPS.hold()  # a second signal must not cut the cleanup short
-            ended = end_workers(context)
-            print_json(interrupted_report(stop, "spawn", nprocs, read_epochs(result_dir), ended))
-            return stop.code
-        finally:
-            # Reached with live workers only on an unexpected error in the parent.
-            end_workers(context)
-        with open(os.path.join(result_dir, "report.json")) as handle:
-            print_json(envelope(json.load(handle)))
-    return EXIT_OK
-
-
-def end_workers(context):
-    """SIGKILL every live worker and what it started (loader workers); -> the pids ended."""
-    from diagnostics_core import sandbox
-    table = sandbox.process_table() or {}
-    live = [process.pid for process in context.processes if process.is_alive()]
-    ended = live + [pid for root in live for pid in sandbox.descendants_of(root, table)]
-    for pid in ended:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    for process in context.processes:
+def end_ranks(processes):
+    """SIGKILL the live ranks; -> their pids. Their loader workers notice the rank is gone and exit."""
+    live = [process for process in processes if process.is_alive()]
+    for process in live:
+        process.kill()
+    for process in processes:
         process.join()
-    return ended
+    return [process.pid for process in live]
+
+
+def read_failures(result_dir):
+    """The ranks' failure records, first failure first."""
+    failures = []
+    for name in os.listdir(result_dir):
+        if name.endswith(".error.json"):
+            with open(os.path.join(result_dir, name)) as handle:
+                failures.append(json.load(handle))
+    return sorted(failures, key=lambda failure: failure["time"])
 
 
 def read_epochs(result_dir):
@@ -809,120 +920,116 @@ def read_epochs(result_dir):
         return []
 
 
-def interrupted_report(stop, launcher, world_size, epochs, ended=None):
-    """One document for a job a signal stopped: what rank 0 had finished, the workers ended."""
-    meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
-    evidence = dict(stop.evidence(), epochs_finished=len(epochs))
-    document, _ = TOOL.document([], {}, meta, interrupted=evidence)
-    document.update(launcher=launcher, world_size=world_size, epochs=epochs,
-                    val_acc=epochs[-1]["val_acc"] if epochs else None)
-    if ended is not None:
-        document["workers_ended"] = ended
-    return document
+def self_spawn(args, job, end=end_ranks):
+    """Start the ranks here and wait for them, filling `job` as it goes: a signal (any BaseException) ends
+    the ranks with `end(processes) -> pids` and leaves what rank 0 finished in `job` on its way up."""
+    gpus = visible_gpus()
+    nprocs = args.nprocs or gpus or 2
+    job.update(ok=False, launcher="spawn", world_size=nprocs)
+    backend = choose_backend(args.backend, nprocs, gpus)
+    data = None
+    if not args.load_per_rank:
+        data = load_data(args)  # once: spawn hands its tensors to the ranks through /dev/shm
+        job["graph"] = describe_graph(data, args)
+    job["sampling_backend"] = sampling_backend()
+    if job["sampling_backend"] is None:  # after the input checks: a refused file is refused whatever is missing
+        job["error"] = {"message": NO_SAMPLING_BACKEND}
+        return job
+    args.master_port = args.master_port or free_port(args.master_addr)
+    print("spawning %d workers, backend %s, rendezvous %s:%d" % (nprocs, backend, args.master_addr, args.master_port),
+          file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="ddp_recipe_") as result_dir:
+        processes = []
+        try:
+            try:
+                context = mp.start_processes(spawned_worker, args=(nprocs, backend, args, data, result_dir),
+                                             nprocs=nprocs, join=False, start_method="spawn")
+            except (OSError, RuntimeError) as error:  # handing the graph over failed (pickled through /dev/shm)
+                return failed(job, [{"rank": None, "pid": os.getpid(), "time": time.time(),
+                                     "while": "starting the ranks", "message": error_line(error)}])
+            processes = context.processes
+            while not context.join(grace_period=5):  # raises as soon as one rank fails, after stopping the rest
+                pass
+        except ProcessException as error:
+            print(str(error), file=sys.stderr)
+            failures = read_failures(result_dir) or [{"rank": error.error_index, "pid": error.error_pid,
+                                                      "signal": getattr(error, "signal_name", None),
+                                                      "message": str(error).strip().splitlines()[-1]}]
+            if failures[0].get("refused"):  # --load-per-rank: the rank refused the input
+                job["refused"] = failures[0]["refused"]
+                return job
+            return failed(job, failures)
+        except BaseException:  # a signal: end the ranks, keep what rank 0 finished
+            job["workers_ended"] = end(processes or multiprocessing.active_children())
+            epochs = read_epochs(result_dir)
+            job.update(epochs=epochs, val_acc=epochs[-1]["val_acc"] if epochs else None)
+            raise
+        finally:
+            end(processes or multiprocessing.active_children())  # live ranks only after an unexpected error here
+        with open(os.path.join(result_dir, "report.json")) as handle:
+            job.update(json.load(handle))
+    return job
 
 
-def read_failures(result_dir):
-    """Worker error records, first failure first."""
-    failures = []
-    for name in os.listdir(result_dir):
-        if name.endswith(".error.json"):
-            with open(os.path.join(result_dir, name)) as handle:
-                failures.append(json.load(handle))
-    return sorted(failures, key=lambda failure: failure["time"])
+# --------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------
+
+def run_alone(argv=None):
+    """This file without the skill beside it: self-spawn, one plain JSON report."""
+    job = {"ok": False, "launcher": "spawn", "world_size": None}
+    with private_temp_dir(), stop_on_signals():
+        try:
+            args = parse_arguments(argv)
+            import_stack()
+            self_spawn(args, job)
+        except UsageError as error:
+            job["refused"] = str(error)
+        except Stopped as stop:
+            stopped_at(job, stop, job.get("epochs") or [])
+        except Exception as error:
+            traceback.print_exc()
+            job["error"] = {"message": error_line(error)}
+    return print_report(job, argv)
+
+
+def skill_beside():
+    """Whether the skill's diagnostics for this file (ddp_recipe/, diagnostics_core/) stand beside it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return all(os.path.isfile(os.path.join(here, package, "__init__.py"))
+               for package in ("ddp_recipe", "diagnostics_core"))
+
+
+def import_skill():
+    """Make the skill's packages importable, with this very module as `ddp_neighbor_training` (run as a script
+    this file is __main__, and the ranks it spawns unpickle its functions from there)."""
+    sys.dont_write_bytecode = True  # importing from the skill's folder must not write __pycache__ there
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    sys.modules.setdefault("ddp_neighbor_training", sys.modules[__name__])
+
+
+def report_through_skill(job, argv):
+    """Rank 0 of a launched job inside the skill, after training: the job as the skill's document."""
+    import_skill()
+    from ddp_recipe import cli
+    return cli.print_job(job, argv)
 
 
 def main(argv=None):
-    text.guard_standard_streams()  # also when main() is called from another file (idempotent)
-    try:
-        args = parse_args(argv)
-        answered = cli.metadata_command(TOOL, args)
-        if answered is not None:
-            return answered
-        if args.fail_rank is not None and args.fail_rank < 0:
-            raise UsageError("--fail-rank must be >= 0")
-        if args.timeout <= 0:
-            raise UsageError("--timeout must be > 0")
-        if args.data and not os.path.isfile(args.data):  # refused before torch is imported
-            raise UsageError(f"--data {args.data}: no such file")
-        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            launch_variables(os.environ)  # before torch, a store or a process group
-        absent = [name for name in ("torch", "torch_geometric") if not module_findable(name)]
-        if absent:
-            raise stack_missing(ImportError("No module named %s" % " and ".join(repr(n) for n in absent)))
-        global INDUCTOR_GUARD, STOPS
-        INDUCTOR_GUARD = InductorCacheGuard()
-        STOPS = StopSignals()  # from here on SIGINT/SIGTERM end the run with one document (importing torch takes s)
-        missing = import_stack()
-        if missing is not None:
-            raise stack_missing(missing)
-    except Interrupted as stop:
-        INDUCTOR_GUARD.remove_if_unused()
-        return stopped(stop)
-    except UsageError as error:
-        return refuse_and_clean(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
-                                               {"message": str(error)}, fix=TOOL.command("--help")))
-    except cli.UsageError as error:
-        return refuse_and_clean(error)
-    try:
-        return main_after_import(args)
-    finally:
-        INDUCTOR_GUARD.remove_if_unused()
-
-
-def module_findable(name):
-    """Whether `name` can be imported, found without importing it (importing torch has side effects)."""
-    import importlib.util
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def refuse_and_clean(error):
-    if INDUCTOR_GUARD is not None:
-        INDUCTOR_GUARD.remove_if_unused()
-    return refuse(error)
-
-
-STOPS = None  # SIGINT/SIGTERM become Interrupted while the job runs
-
-
-def stopped(stop):
-    """A signal outside the spawning parent's wait: rank 0 (or the parent) prints what was finished."""
-    STOPS.hold()
-    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    if not torchrun or os.environ["RANK"] == "0":
-        print_json(interrupted_report(stop, "torchrun" if torchrun else "spawn",
-                                      int(os.environ["WORLD_SIZE"]) if torchrun else None, list(EPOCHS_DONE)))
-    if torchrun and dist is not None:  # as after a failure: tearing down DDP after a peer left can hang
-        sys.stderr.flush()
-        os._exit(stop.code)
-    return stop.code
-
-
-def main_after_import(args):
-    try:
-        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            # record: any other exception, and torchrun's summary shows this rank's traceback
-            return record(main_torchrun)(args)
-        return main_spawn(args)
-    except UsageError as error:
-        return refuse(cli.UsageError("ddp_neighbor_training.py: error: %s" % error, "ddp-usage-error",
-                                     {"message": str(error)}, fix=TOOL.command("--help")))
-    except Interrupted as stop:  # before the job started, or in torchrun mode
-        return stopped(stop)
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as error:
-        if "RANK" in os.environ:
-            raise  # torchrun records the traceback and stops the other workers
-        traceback.print_exc()
-        meta = {"name": TOOL.name, "version": TOOL.version, "argv": sys.argv[1:]}
-        document, exit_code = TOOL.document([], {}, meta, internal_error={
-            "error": "%s: %s" % (type(error).__name__, error)})
-        document.update(launcher="spawn", error={"message": "internal error in the launcher; see stderr"})
-        print_json(document)
-        return exit_code
+    """`python ddp_neighbor_training.py` and the console script. A launched rank trains as this file alone does
+    and hands its record on at the end; otherwise the skill's diagnostics run the job when they stand beside
+    this file (ddp_recipe/cli.py on the skill's runner; --help and --list-findings answered before it loads)."""
+    inside = skill_beside()
+    if launched(os.environ):
+        return run_as_rank(argv, report_through_skill if inside else print_report)
+    if not inside:
+        return run_alone(argv)
+    import_skill()
+    import ddp_recipe
+    from diagnostics_core import entry
+    return entry.tool_main(ddp_recipe, "ddp_neighbor_training")(argv)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,13 @@
-"""The skill's documentation, tested like code.
-
-SKILL.md and references/*.md are what an agent reads and acts on, so:
-- SKILL.md's frontmatter and size follow the Agent Skills rules (plus the one
-  Claude Code field the design asks for, disable-model-invocation);
+"""The skill's documentation, tested like code (the parts that run code; the pure text checks, SKILL.md's
+frontmatter, size and links among them, are in tests/fast/test_docs_*.py):
 - every torch_geometric.* dotted name resolves in the installed PyG, and every
   keyword argument shown in a call to a PyG class or function exists in its
   signature;
-- every Python block parses; blocks marked <!-- runnable --> run on CPU in a
-  temporary directory (those marked needs-neighbor-backend skip, naming the
-  checker finding id, when no sampling backend works);
-- every relative link and #anchor resolves, and troubleshooting.md has exactly
-  one section per finding id the scripts can emit;
+- blocks marked <!-- runnable --> run on CPU in a temporary directory (those
+  marked needs-neighbor-backend skip, naming the checker finding id, when no
+  sampling backend works);
+- troubleshooting.md has exactly one section per finding id the scripts can emit,
+  and every script command in the docs uses a real script and flag;
 - a few claims the docs make about PyG's behaviour are replayed against it.
 """
 
@@ -27,287 +24,22 @@ import textwrap
 
 import pytest
 
-from conftest import ENABLE, tree_state
+from conftest import ENABLE, skill_tools, tree_state
+from support import warm_python
+from support.docs_text import (DOCS, EXAMPLES, NEEDS_BACKEND, REFERENCES, REPO, SKILL, TROUBLESHOOTING,  # noqa: F401
+                               all_blocks, fenced_blocks, finding_sections, inline_code_spans, python_blocks,
+                               read, relative, runnable_blocks)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SKILL = os.path.join(REPO, "SKILL.md")
-REFERENCES = sorted(
-    os.path.join(REPO, "references", name)
-    for name in os.listdir(os.path.join(REPO, "references")) if name.endswith(".md"))
-DOCS = [SKILL] + REFERENCES
-EXAMPLES = sorted(
-    os.path.join(REPO, "references", "examples", name)
-    for name in os.listdir(os.path.join(REPO, "references", "examples")) if name.endswith(".py"))
-TROUBLESHOOTING = os.path.join(REPO, "references", "troubleshooting.md")
-CHECKER_SCRIPTS = ("check_sampling_backends.py", "check_store_contract.py", "check_partition.py",
-                   "compare_reports.py", "ddp_neighbor_training.py", "profile_loader.py", "plan_capacity.py",
-                   "check_launch.py")
-
-EXPECTED_FRONTMATTER = {
-    "name": "scalable-distributed",
-    "description": (
-        "Scale PyTorch Geometric workloads with large-graph neighbor sampling, remote "
-        "FeatureStore/GraphStore backends, distributed PyG loaders, multi-GPU or multi-node DDP "
-        "recipes, CPU affinity, profiling, and backend troubleshooting."),
-    "disable-model-invocation": "true",
-    "metadata": {"disco-role": "operating"},
-    "license": "MIT",
-}
-SPEC_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
-# Claude Code extension the design asks for; the reference validator rejects it (README says so).
-CLAUDE_CODE_FIELDS = {"disable-model-invocation"}
+CHECKER_SCRIPTS = tuple(script + ".py" for script, _ in skill_tools())  # the one list of tools
 
 SUBPROCESS_TIMEOUT = 240
-NEEDS_BACKEND = "needs-neighbor-backend"
+CHILD_ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
 
 
-# ---------------------------------------------------------------------------
-# Markdown helpers
-# ---------------------------------------------------------------------------
-
-def read(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-
-
-def relative(path):
-    return os.path.relpath(path, REPO)
-
-
-FENCE = re.compile(r"^(\s*)(`{3,})([\w+-]*)[^\n]*$")
-MARKER = re.compile(r"^<!--\s*(runnable|not-runnable)\s*(?::\s*(.*?))?\s*-->$")
-
-
-class Block:
-    def __init__(self, path, line, lang, code, marker):
-        self.path, self.line, self.lang, self.code = path, line, lang, code
-        self.kind, self.note = marker if marker else (None, None)
-
-    @property
-    def id(self):
-        return "%s:%d" % (relative(self.path), self.line)
-
-
-def fenced_blocks(path):
-    """Fenced code blocks with the marker comment on the line before the fence."""
-    lines = read(path).splitlines()
-    blocks, index = [], 0
-    while index < len(lines):
-        match = FENCE.match(lines[index])
-        if not match:
-            index += 1
-            continue
-        fence, lang, start = match.group(2), match.group(3).lower(), index
-        body = []
-        index += 1
-        while index < len(lines) and lines[index].strip() != fence:
-            body.append(lines[index])
-            index += 1
-        previous = lines[start - 1].strip() if start > 0 else ""
-        marker = MARKER.match(previous)
-        blocks.append(Block(path, start + 1, lang, textwrap.dedent("\n".join(body)) + "\n",
-                            (marker.group(1), marker.group(2) or "") if marker else None))
-        index += 1
-    return blocks
-
-
-def prose(path):
-    """The text outside fenced code blocks."""
-    kept, fence = [], None
-    for line in read(path).splitlines():
-        match = FENCE.match(line)
-        if fence is None and match:
-            fence = match.group(2)
-        elif fence is not None and line.strip() == fence:
-            fence = None
-        elif fence is None:
-            kept.append(line)
-    return "\n".join(kept)
-
-
-def inline_code_spans(path):
-    """Inline code spans (single or multiple backticks, may wrap lines within a paragraph)."""
-    spans = []
-    for paragraph in re.split(r"\n\s*\n", prose(path)):
-        for _, span in re.findall(r"(`+)([^`].*?)\1", paragraph, flags=re.S):
-            spans.append(re.sub(r"\s*\n\s*", " ", span.strip()))
-    return spans
-
-
-def github_slug(heading):
-    text = re.sub(r"`", "", heading.strip().lower())
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
-
-
-def headings(path):
-    found = []
-    for line in prose(path).splitlines():
-        match = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
-        if match:
-            found.append((len(match.group(1)), match.group(2)))
-    return found
-
-
-def anchors(path):
-    seen, result = {}, set()
-    for _, text in headings(path):
-        slug = github_slug(text)
-        count = seen.get(slug, 0)
-        result.add(slug if count == 0 else "%s-%d" % (slug, count))
-        seen[slug] = count + 1
-    return result
-
-
-def markdown_links(path):
-    text = re.sub(r"`[^`\n]*`", "", prose(path))
-    return re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", text)
-
-
-def frontmatter_and_body(path):
-    text = read(path)
-    assert text.startswith("---\n"), "SKILL.md must start with a --- frontmatter line"
-    end = text.index("\n---\n", 4)
-    return text[4:end], text[end + len("\n---\n"):]
-
-
-def parse_frontmatter(text):
-    """The block-style subset of YAML the design uses; anything else is an error."""
-    result, current_map = {}, None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        nested = re.match(r"^  ([A-Za-z0-9_-]+):\s+(.+)$", line)
-        top = re.match(r"^([A-Za-z0-9_-]+):(?:\s+(.+))?$", line)
-        if nested and current_map is not None:
-            current_map[nested.group(1)] = unquote(nested.group(2))
-        elif top:
-            key, value = top.group(1), top.group(2)
-            assert key not in result, "duplicate key %r" % key
-            if value is None:
-                current_map = result[key] = {}
-            else:
-                assert not value.startswith(("{", "[")), "flow style on line %d: %r" % (number, line)
-                result[key], current_map = unquote(value), None
-        else:
-            raise AssertionError("unsupported frontmatter line %d: %r" % (number, line))
-    return result
-
-
-def unquote(value):
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    assert ": " not in value and " #" not in value, "plain scalar needs quotes: %r" % value
-    return value
-
-
-def all_blocks():
-    return [block for path in DOCS for block in fenced_blocks(path)]
-
-
-def python_blocks():
-    return [block for block in all_blocks() if block.lang in ("python", "py")]
-
-
-def runnable_blocks():
-    return [block for block in python_blocks() if block.kind == "runnable"]
-
-
-# ---------------------------------------------------------------------------
-# SKILL.md: frontmatter, size, routing
-# ---------------------------------------------------------------------------
-
-def test_skill_frontmatter_is_exactly_the_design():
-    frontmatter, _ = frontmatter_and_body(SKILL)
-    assert parse_frontmatter(frontmatter) == EXPECTED_FRONTMATTER
-    assert list(parse_frontmatter(frontmatter)) == list(EXPECTED_FRONTMATTER), "field order"
-
-
-def test_skill_frontmatter_follows_the_agent_skills_rules():
-    fields = parse_frontmatter(frontmatter_and_body(SKILL)[0])
-    name = fields["name"]
-    assert 1 <= len(name) <= 64 and re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name)
-    description = fields["description"]
-    assert 1 <= len(description) <= 1024
-    assert "<" not in description and ">" not in description
-    assert all(isinstance(k, str) and isinstance(v, str) for k, v in fields["metadata"].items())
-    assert set(fields) - SPEC_FIELDS == CLAUDE_CODE_FIELDS, "only the documented extension field"
-
-
-def test_skill_body_size():
-    _, body = frontmatter_and_body(SKILL)
-    assert len(read(SKILL).splitlines()) < 500
-    words = len(body.split())
-    estimated_tokens = max(len(body) / 4, words * 1.33)
-    assert estimated_tokens < 5000, "SKILL.md body is about %d tokens" % estimated_tokens
-
-
-def test_skill_references_are_one_level_deep_and_exist():
-    links = [link.split("#")[0] for link in markdown_links(SKILL) if "://" not in link]
-    assert links, "SKILL.md must route into the references"
-    for link in filter(None, links):
-        parts = link.split("/")
-        assert ".." not in parts and len(parts) <= 2, link
-        assert os.path.isfile(os.path.join(REPO, link)), link
-    for reference in REFERENCES:
-        assert relative(reference) in links, "SKILL.md never routes to %s" % relative(reference)
-
-
-def test_skill_backticked_paths_are_real_files():
-    # Validators treat any backticked token with a slash and no space as a file reference.
-    for span in inline_code_spans(SKILL):
-        if "/" in span and not re.search(r"\s", span):
-            assert os.path.exists(os.path.join(REPO, span)), span
-
-
-def test_skill_names_the_safe_command_and_its_exit_codes():
-    body = frontmatter_and_body(SKILL)[1]
-    assert "python3 scripts/check_sampling_backends.py --require-neighbor-backend" in body
-    assert "python3 scripts/check_sampling_backends.py --help" in body
-    for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |"):
-        assert code in body, "exit code table row %s" % code
-
-
-def test_references_over_100_lines_open_with_a_table_of_contents():
-    for path in REFERENCES:
-        lines = read(path).splitlines()
-        if len(lines) <= 100:
-            continue
-        level_two = [text for level, text in headings(path) if level == 2]
-        assert level_two[0] in ("Contents", "Table of contents"), relative(path)
-        assert "## %s" % level_two[0] in "\n".join(lines[:15]), "ToC must open %s" % relative(path)
-        contents = prose(path).split("## %s" % level_two[0], 1)[1].split("\n## ", 1)[0]
-        listed = set(re.findall(r"\]\(#([^)]+)\)", contents))
-        missing = [text for text in level_two[1:] if github_slug(text) not in listed]
-        assert not missing, "%s: sections missing from the ToC: %s" % (relative(path), missing)
-
-
-# ---------------------------------------------------------------------------
-# Code blocks
-# ---------------------------------------------------------------------------
-
-def test_every_python_block_parses_and_says_whether_it_runs():
-    blocks = python_blocks()
-    assert len(blocks) >= 8
-    for block in blocks:
-        ast.parse(block.code, filename=block.id)
-        assert block.kind in ("runnable", "not-runnable"), (
-            "%s: mark it <!-- runnable --> or <!-- not-runnable: why -->" % block.id)
-        if block.kind == "not-runnable":
-            assert block.note, "%s: say why it cannot run" % block.id
-        else:
-            assert block.note in ("", NEEDS_BACKEND), "%s: unknown marker %r" % (block.id, block.note)
-
-
-def test_only_python_blocks_are_marked_runnable():
-    for block in all_blocks():
-        if block.kind == "runnable":
-            assert block.lang in ("python", "py"), "%s: only Python blocks are run" % block.id
-
-
-def repo_snapshot():
-    return tree_state(REPO, skip=(".git", ".venv", "__pycache__", ".pytest_cache"))
+def repo_paths():
+    """Every path in the checkout. A block adding one wrote into the repository; files other people edit
+    meanwhile (a shared working tree) change but do not appear, so only additions count."""
+    return set(tree_state(REPO, skip=(".git", ".venv", "__pycache__", ".pytest_cache")))
 
 
 @pytest.fixture(scope="module")
@@ -332,14 +64,11 @@ def neighbor_backend():
 def test_runnable_block_runs_on_cpu(block, tmp_path, neighbor_backend):
     if block.note == NEEDS_BACKEND and not neighbor_backend[0]:
         pytest.skip(neighbor_backend[1])
-    script = tmp_path / "snippet.py"
-    script.write_text(block.code)
-    before = repo_snapshot()
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    process = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env,
-                             capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    before = repo_paths()
+    process = run_python(block.code, tmp_path, name="snippet.py")
     assert process.returncode == 0, "%s failed:\n%s" % (block.id, process.stderr[-4000:])
-    assert repo_snapshot() == before, "%s wrote into the repository" % block.id
+    added = sorted(repo_paths() - before)
+    assert not added, "%s wrote into the repository: %s" % (block.id, added)
 
 
 # ---------------------------------------------------------------------------
@@ -597,23 +326,8 @@ def test_keyword_checker_rejects_a_wrong_keyword():
 
 
 # ---------------------------------------------------------------------------
-# Links, anchors and finding ids
+# Script commands and finding ids
 # ---------------------------------------------------------------------------
-
-def test_every_relative_link_and_anchor_resolves():
-    broken = []
-    for path in DOCS:
-        for link in markdown_links(path):
-            if re.match(r"^[a-z]+:", link):
-                continue
-            target, _, anchor = link.partition("#")
-            target_path = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
-            if not os.path.exists(target_path):
-                broken.append("%s -> %s (no such file)" % (relative(path), link))
-            elif anchor and anchor not in anchors(target_path):
-                broken.append("%s -> %s (no such heading)" % (relative(path), link))
-    assert not broken, "\n".join(broken)
-
 
 def script_mentions():
     """(where, script, flags) for every mention of scripts/<name>.py in the docs."""
@@ -669,12 +383,6 @@ def finding_ids():
     return emitted_finding_ids()
 
 
-def finding_sections():
-    """### headings whose text is a single kebab-case token: the finding sections."""
-    return [text for level, text in headings(TROUBLESHOOTING)
-            if level == 3 and re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", text)]
-
-
 def test_every_finding_id_has_a_section(finding_ids):
     sections = set(finding_sections())
     for script, ids in finding_ids.items():
@@ -689,26 +397,18 @@ def test_every_finding_section_names_a_real_id(finding_ids):
     assert not sorted(set(sections) - known), "sections without a finding id"
 
 
-def test_finding_sections_say_symptom_cause_and_fix():
-    # The evidence itself is in the tool's JSON; the section says what was seen, why, and the fix.
-    text = read(TROUBLESHOOTING)
-    for section in finding_sections():
-        body = text.split("\n### %s\n" % section, 1)[1].split("\n#", 1)[0]
-        for label in ("**Symptom:**", "**Cause:**", "**Fix:**"):
-            assert label in body, "%s lacks %s" % (section, label)
-
-
 # ---------------------------------------------------------------------------
 # Claims about PyG's behaviour, replayed
 # ---------------------------------------------------------------------------
 
-def run_python(code, cwd, args=(), timeout=SUBPROCESS_TIMEOUT):
-    script = os.path.join(str(cwd), "claim.py")
+def run_python(code, cwd, args=(), timeout=SUBPROCESS_TIMEOUT, name="claim.py"):
+    """Run `code` as a script of its own process in `cwd`: forked from an interpreter that has imported torch
+    and PyG (support/warm_python.py), or a new interpreter when the code hides modules before importing."""
+    script = os.path.join(str(cwd), name)
     with open(script, "w") as handle:
         handle.write(code)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, script, *args], cwd=str(cwd), env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return warm_python.shared(CHILD_ENV).run(script, cwd, args, timeout=timeout,
+                                             fresh=warm_python.needs_fresh_interpreter(code))
 
 
 def block_defining(function_name):
@@ -781,7 +481,7 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
     patch = block_defining("patch_pyg_dist_warn").code
     harness = patch + textwrap.dedent("""
 
-        import os, socket, sys, tempfile
+        import os, socket, tempfile
         import torch
         import torch.multiprocessing as mp
         from torch_geometric.data import Data
@@ -802,13 +502,7 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
                 return sock.getsockname()[1]
 
 
-        def run(rank, root, ddp_port, rpc_port, labels, patched):
-            if patched:
-                patch_pyg_dist_warn()
-            else:
-                import importlib, warnings
-                for module in (dist_sampler_module, dist_loader_module, dist_link_loader_module):
-                    module.warn = warnings.warn
+        def run(rank, root, ddp_port, rpc_port, labels):
             graph_store = LocalGraphStore.from_partition(root, rank)
             feature_store = LocalFeatureStore.from_partition(root, rank)
             feature_store.labels = labels
@@ -816,15 +510,23 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
                               group_name='docs-test')
             torch.distributed.init_process_group('gloo', rank=rank, world_size=2,
                                                  init_method=f'tcp://127.0.0.1:{ddp_port}')
+            build = lambda: DistNeighborLoader(
+                (feature_store, graph_store), num_neighbors=[2, 2], master_addr='127.0.0.1',
+                master_port=rpc_port, current_ctx=ctx, input_nodes=feature_store.get_global_id(None),
+                batch_size=4, num_workers=0, async_sampling=False)
+            # Unpatched first: the constructor raises before it starts RPC, so the same ranks go on patched.
             try:
-                loader = DistNeighborLoader(
-                    (feature_store, graph_store), num_neighbors=[2, 2], master_addr='127.0.0.1',
-                    master_port=rpc_port, current_ctx=ctx, input_nodes=feature_store.get_global_id(None),
-                    batch_size=4, num_workers=0, async_sampling=False)
+                build()
+                say(f'rank {rank} unpatched constructed')
             except TypeError as error:
-                say(f'rank {rank} construct TypeError: {error}')
+                say(f'rank {rank} unpatched TypeError: {error}')
+            patch_pyg_dist_warn()
+            try:
+                loader = build()
+            except TypeError as error:
+                say(f'rank {rank} patched TypeError: {error}')
                 return
-            say(f'rank {rank} constructed')
+            say(f'rank {rank} patched constructed')
             try:
                 next(iter(loader))
                 say(f'rank {rank} batch ok')
@@ -840,17 +542,15 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
                         y=torch.randint(0, 3, (40,)))
             root = tempfile.mkdtemp(dir='.')
             Partitioner(data, num_parts=2, root=root).generate_partition()
-            patched = sys.argv[1] == 'patched'
-            mp.spawn(run, args=(root, free_port(), free_port(), data.y, patched), nprocs=2)
+            mp.spawn(run, args=(root, free_port(), free_port(), data.y), nprocs=2)
     """)
-    unpatched = run_python(harness, tmp_path, ["unpatched"])
-    assert unpatched.stdout.count("construct TypeError: 'stack_level' is an invalid keyword") == 2, (
-        unpatched.stdout + unpatched.stderr[-3000:])
-    patched = run_python(harness, tmp_path, ["patched"])
-    assert patched.stdout.count("constructed") == 2, patched.stdout + patched.stderr[-3000:]
+    process = run_python(harness, tmp_path)
+    report = process.stdout + process.stderr[-3000:]
+    assert process.stdout.count("unpatched TypeError: 'stack_level' is an invalid keyword") == 2, report
+    assert process.stdout.count("patched constructed") == 2 and "unpatched constructed" not in process.stdout, report
     for rank in (0, 1):
-        outcome = [line for line in patched.stdout.splitlines() if line.startswith("rank %d batch" % rank)]
-        assert outcome, patched.stdout + patched.stderr[-3000:]
+        outcome = [line for line in process.stdout.splitlines() if line.startswith("rank %d batch" % rank)]
+        assert outcome, report
         assert outcome[0].endswith("batch ok") or "dist_neighbor_sample" in outcome[0], outcome
 
 

@@ -2,6 +2,8 @@
 """
 
 
+import json
+
 from conftest import ROOT, plain_run, pyenv_python
 
 
@@ -16,6 +18,9 @@ def test_ddp_recipe_help_and_refusal_without_torch():
     assert refused.returncode == 2
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
     assert "No module named 'torch'" in refused.stderr and "-m pip install torch==2.13.0" in refused.stderr
+    document = json.loads(refused.stdout)
+    assert [f["id"] for f in document["findings"]] == ["ddp-stack-missing"]
+    assert document["findings"][0]["fix"].startswith("%s -m pip install torch==2.13.0" % python)
 
 
 def test_ddp_recipe_parses_its_arguments_before_importing_torch():

@@ -29,6 +29,14 @@ def contain_warnings():
         warnings.simplefilter("ignore", category)
     for name in WARNING_VARIABLES:
         os.environ.pop(name, None)
+    # multiprocessing starts its spawned processes with this process's -W options (sys.warnoptions): keep only
+    # what its command-line builder expects for the flags this interpreter has (-b, -X dev).
+    kept = []
+    if sys.flags.bytes_warning:
+        kept.append("error::BytesWarning" if sys.flags.bytes_warning > 1 else "default::BytesWarning")
+    if facts["dev_mode"]:
+        kept.append("default")
+    sys.warnoptions[:] = kept
     return facts
 
 

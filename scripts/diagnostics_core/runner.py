@@ -83,6 +83,12 @@ def error_gate(name):
     return gates
 
 
+SCRATCH_PREFIX = "sd-"
+# A loader worker's socket is <scratch>/pymp-XXXXXXXX/listener-XXXXXXXX, and a Unix socket path holds at most
+# 107 bytes (Linux): a longer temp dir makes the worker fail in a thread while the loader waits forever.
+SCRATCH_BASE_MAX = 107 - len("/pymp-XXXXXXXX/listener-XXXXXXXX") - len("/" + SCRATCH_PREFIX + "XXXXXXXX")
+
+
 class Run(object):
     """One run of a tool: its options, the facts gathered so far (an interrupted or failed run still
     renders them), findings, gates, every stage's bound, and where the run stands."""
@@ -128,8 +134,10 @@ class Run(object):
             import tempfile
             from .sandbox import existing_temp_dir
             self._temp_before = os.environ.get("TMPDIR")
-            self._scratch = tempfile.mkdtemp(prefix="scalable-distributed-%s-" % self.spec.tool.name,
-                                             dir=existing_temp_dir(os.environ))
+            base = existing_temp_dir(os.environ)
+            if len(base) > SCRATCH_BASE_MAX and os.path.isdir("/tmp"):
+                base = "/tmp"  # as Python 3.13's multiprocessing does: its socket paths must stay short
+            self._scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=base)
             os.environ["TMPDIR"] = self._scratch
         return self._scratch
 
