@@ -5,7 +5,8 @@ torch threads, pin_memory) as code to paste, with the speedup over the default l
 
 Prints one JSON document on stdout (or a markdown report with --format markdown); progress goes to
 stderr. Bounded by --budget; your data, store and PyG's samplers run in a sandboxed child whose
-every process is ended on exit. Writes no file.
+every process is ended on exit. Writes no file: its children's temporary files live in a folder of the
+run's own under the temp dir, removed however the run ends.
 """
 
 import os

@@ -1,36 +1,31 @@
-"""scripts/profile_loader.py (issue 24), run the way an agent runs it.
+"""scripts/profile_loader.py (issue 24) on real inputs, run the way an agent runs it: input problems found in
+its sandboxed ranks, real measurements of synthetic graphs, saved files and store pairs, hangs and crashes.
 
-Runs that measure use small synthetic graphs and small budgets; nothing here asserts a duration
-except the tool's own reported elapsed_s against its budget (plus BUDGET_SLACK_S). Cases that a
-2-core test machine cannot produce on demand (oversubscription, affinity that hurts, a small
-/dev/shm) replay the profiler's rules on measured-looking facts, as tests/test_checker_diagnoses.py does
-for the checker. Each test marks the finding ids it reproduces with @pytest.mark.finding(...).
+Runs that measure use small graphs and small budgets; nothing here asserts a duration except the tool's own
+reported elapsed_s against its budget (plus BUDGET_SLACK_S). One real run is shared by the tests that read
+it. The choice among measured settings, the rules and the fixes are replayed in process on recorded facts
+(tests/fast/test_profiler_*.py). Each test marks the finding ids it reproduces with @pytest.mark.finding(...).
 """
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import textwrap
-import time
+import types
 import uuid
 
 import pytest
 
 from support import hostile_fakes as hostile
-from conftest import clean_env, invoke_tool, load_modules, strict_json, tree_state
+from conftest import ENABLE, clean_env, invoke_tool, tree_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
 SCRIPT = os.path.join(SCRIPTS, "profile_loader.py")
-TROUBLESHOOTING = os.path.join(REPO, "references", "troubleshooting.md")
-SMALL = "20000,200000,32"  # nodes, edges, features: 20 batches of 1024 seeds per epoch
+SMALL = "10000,100000,32"  # nodes, edges, features: 10 batches of 1024 seeds per epoch
 # The tool's own elapsed_s may pass --budget by ending processes and rendering after the deadline.
 BUDGET_SLACK_S = 3.0
-ENABLE_SAMPLING = ("~/.venvs/scalable-distributed/bin/python -m pip install --no-build-isolation "
-                   "torch-scatter==2.1.2 torch-sparse==0.6.18")
 CONFIG_KEYS = {"settings", "batches_per_s", "seeds_per_s", "first_batch_s", "peak_rss_mb"}
 
 
@@ -39,15 +34,7 @@ def sampling():
     import importlib.util  # found, not imported: importing PyG here would cost the suite seconds
     if not (importlib.util.find_spec("pyg_lib") or importlib.util.find_spec("torch_sparse")):
         pytest.skip("loader-no-sampler-backend: NeighborLoader needs pyg-lib or torch-sparse to sample; "
-                    "enable with: " + ENABLE_SAMPLING)
-
-
-@pytest.fixture
-def token():
-    """A marker in the tool's environment that every process it starts inherits."""
-    value = uuid.uuid4().hex
-    yield value
-    hostile.end_survivors(value)
+                    "enable with: " + ENABLE["backend"])
 
 
 def profile(*args, cwd=None, env=None, token=None, timeout=None, python=None):
@@ -61,12 +48,6 @@ def profile(*args, cwd=None, env=None, token=None, timeout=None, python=None):
     if result.returncode != 2:
         assert result.json["tool"]["elapsed_s"] <= budget + BUDGET_SLACK_S, result.json["tool"]
     return result
-
-
-def load_package():
-    """The profiler's package, imported here to replay its rules; writes no bytecode."""
-    load_modules(["loader_profiler.advice", "loader_profiler.rules", "loader_profiler.run"])
-    return sys.modules["loader_profiler"]
 
 
 STORE_MODULE = """
@@ -112,9 +93,6 @@ def main_process_only():
     features, edges = make_stores(MainProcessOnly)
     features.owner = os.getpid()
     return features, edges
-
-def slow_to_build():
-    time.sleep(3600)
 """
 
 
@@ -122,45 +100,6 @@ def slow_to_build():
 def stores(tmp_path):
     (tmp_path / "mystores.py").write_text(STORE_MODULE)
     return tmp_path
-
-
-# ---------------------------------------------------------------------------
-# Contract: registry, usage, internal errors
-# ---------------------------------------------------------------------------
-
-def test_finding_registry_tests_and_docs_agree():
-    listed = subprocess.run([sys.executable, SCRIPT, "--list-findings"], capture_output=True, timeout=60)
-    assert listed.returncode == 0, listed.stderr
-    ids = {entry["id"] for entry in strict_json(listed.stdout)}
-    with open(TROUBLESHOOTING, encoding="utf-8") as handle:
-        text = handle.read()
-    block = text.split("\n## Loader profiler (`scripts/profile_loader.py`)\n", 1)[1].split("\n## ", 1)[0]
-    sections = re.split(r"^### ", block, flags=re.M)[1:]
-    documented = {section.split("\n", 1)[0].strip() for section in sections}
-    assert ids == documented  # each id's marked test: tests/test_contract_every_tool.py
-    for section in sections:
-        name = section.split("\n", 1)[0]
-        assert len(section.rstrip().splitlines()) <= 70, name
-        for label in ("**Symptom:**", "**Cause:**", "**Fix:**"):
-            assert label in section, (name, label)
-    explained = subprocess.run([sys.executable, SCRIPT, "--explain", "loader-affinity-hurts"],
-                               capture_output=True, text=True, timeout=60)
-    assert explained.returncode == 0 and explained.stdout.startswith("### loader-affinity-hurts\n")
-
-
-@pytest.mark.finding("profile-loader-usage-error")
-@pytest.mark.parametrize("args", [["--bogus"], ["--synthetic", "10,5"], ["--synthetic", SMALL, "--budget", "0"],
-                                  [], ["--data", "/nonexistent/graph.pt"], ["--explain", "no-such-id"],
-                                  ["--synthetic", SMALL, "--input-edges", "a,b,c"],
-                                  ["--synthetic", SMALL, "--ranks-per-node", "999"]])
-def test_bad_command_line_is_one_stderr_line_one_document_exit_2(args):
-    completed = subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, timeout=60,
-                               env=clean_env(), stdin=subprocess.DEVNULL)
-    assert completed.returncode == 2
-    assert len(completed.stderr.decode().strip().splitlines()) == 1
-    document = strict_json(completed.stdout)
-    assert document["status"] == "usage-error" and document["exit_code"] == 2
-    assert [f["id"] for f in document["findings"]] == ["profile-loader-usage-error"]
 
 
 # ---------------------------------------------------------------------------
@@ -291,33 +230,6 @@ def test_seeds_from_a_missing_attribute_are_reported(quick_runs):
     assert "--input-nodes NAME" in found["fix"]
 
 
-def sigterm_when(command, cwd, token, processes):
-    """Start the tool, send SIGTERM once `processes` carry the token, -> what is left after it ends."""
-    process = subprocess.Popen(command, cwd=str(cwd), env=clean_env({hostile.TOKEN_VARIABLE: token}),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    deadline = time.time() + 90
-    while time.time() < deadline and len(hostile.survivors(token)) < processes:
-        time.sleep(0.1)
-    seen = len(hostile.survivors(token))
-    process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=30)
-    time.sleep(0.5)
-    return seen, hostile.survivors(token)
-
-
-def test_sigterm_while_user_code_runs_leaves_no_process(stores, token):
-    # The tool, its coordinator and a rank blocked in the store factory.
-    seen, left = sigterm_when([sys.executable, SCRIPT, "--store", "mystores:slow_to_build", "--budget", "60"],
-                              stores, token, 3)
-    assert seen >= 3 and left == []
-
-
-def test_sigterm_while_workers_run_leaves_no_process(sampling, tmp_path, token):
-    # The tool, its coordinator, a rank and at least one DataLoader worker.
-    seen, left = sigterm_when([sys.executable, SCRIPT, "--synthetic", SMALL, "--budget", "60"], tmp_path, token, 4)
-    assert seen >= 4 and left == []
-
-
 # ---------------------------------------------------------------------------
 # Real measurements
 # ---------------------------------------------------------------------------
@@ -359,26 +271,51 @@ def remeasure(advice, size):
     return json.loads(completed.stdout)
 
 
-def test_a_model_s_convs_leave_nothing_in_the_temp_dir(sampling, tmp_path):
-    # PyG renders each conv's propagate (GAT's edge_updater too) into a .py file in the temp dir and never
-    # removes it: a day of test runs had left 983 in /tmp. The ranks remove their own.
-    temp, work = tmp_path / "tmp", tmp_path / "cwd"
-    temp.mkdir()
+def temp_files(folder):
+    return sorted(os.path.relpath(os.path.join(root, name), folder)
+                  for root, dirs, files in os.walk(folder) for name in dirs + files)
+
+
+def bytecode(folder):
+    """The __pycache__ folders and .pyc files under `folder` (the skill's: none is ever written there)."""
+    return sorted(path for path in tree_state(folder) if "__pycache__" in path or path.endswith(".pyc"))
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(sampling, tmp_path_factory):
+    """One real run, read by several tests: a synthetic graph, the loader alone, in a working folder and a temp
+    dir of its own, under PYTHONWARNINGS=error. -> the run, the processes it left, what is in its working
+    folder and temp dir afterwards, and the bytecode it wrote in the skill's folder."""
+    folder = tmp_path_factory.mktemp("synthetic")
+    work, temp = folder / "cwd", folder / "tmp"
     work.mkdir()
-    result = profile("--synthetic", "2000,20000,16", "--stand-in", "gat,2,16", "--budget", "10", cwd=work,
-                     env=clean_env({"TMPDIR": str(temp)}))
-    assert result.returncode in (0, 1), result.stderr[-3000:]
-    assert result.json["request"]["loop"]["kind"] == "stand-in"
-    assert [b for b in result.json["blocks"] if b["steps"] >= 1], result.json["findings"]
-    assert sorted(entry.name for entry in temp.iterdir()) == [] and list(work.iterdir()) == []
+    temp.mkdir()
+    token, skill_bytecode = uuid.uuid4().hex, bytecode(SCRIPTS)
+    result = profile("--synthetic", SMALL, "--budget", "20", "--loader-only", cwd=work, token=token,
+                     env=clean_env({"TMPDIR": str(temp), "PYTHONWARNINGS": "error"}))
+    left = hostile.survivors(token)
+    hostile.end_survivors(token)
+    return types.SimpleNamespace(result=result, left=left, work=temp_files(work), temp=temp_files(temp),
+                                 new_bytecode=sorted(set(bytecode(SCRIPTS)) - set(skill_bytecode)))
 
 
-def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, tmp_path, token):
-    watched = [tmp_path, SCRIPTS]
-    before = tree_state(*watched)
-    result = profile("--synthetic", SMALL, "--budget", "20", "--loader-only", cwd=tmp_path, token=token)
-    assert hostile.survivors(token) == []
-    assert tree_state(*watched) == before  # no file in the working directory, no __pycache__ in the skill
+def test_a_real_run_leaves_no_process_no_file_and_nothing_in_the_temp_dir(synthetic_run):
+    assert synthetic_run.left == [] and synthetic_run.work == [] and synthetic_run.temp == []
+    assert synthetic_run.new_bytecode == []  # no __pycache__ in the skill
+
+
+@pytest.mark.finding("environment-warnings-as-errors")
+def test_warnings_made_errors_are_named_and_the_run_goes_on_without_them(synthetic_run):
+    result = synthetic_run.result
+    warned = result.only("environment-warnings-as-errors")
+    assert warned["evidence"]["PYTHONWARNINGS"] == "error" and warned["fix"].startswith("unset PYTHONWARNINGS")
+    # The children ran on Python's default filters: torch and PyG imported, no internal error.
+    assert result.returncode in (0, 1) and result.json["status"] not in ("internal-error", "usage-error")
+    assert result.json["backend"] is not None and result.json["host"]["allowed_cores"], result.stderr[-3000:]
+
+
+def test_a_real_run_measures_and_recommends_what_a_plain_loop_confirms(synthetic_run):
+    result = synthetic_run.result
     assert result.returncode == 0, result.stderr[-3000:]
     document = result.json
     assert document["gates"]["measured"]["passed"] is True
@@ -406,15 +343,21 @@ def test_synthetic_run_measures_recommends_and_leaves_nothing_behind(sampling, t
     assert again["recommended"]["median"] + noise >= again["default"]["median"], again
 
 
-def test_saved_data_with_seed_mask_and_markdown_report(sampling, inputs):
+def test_saved_data_with_seed_mask_a_gat_stand_in_and_markdown_report(sampling, inputs, tmp_path):
+    # PyG renders each conv's propagate (GAT's edge_updater too) into a .py file in the temp dir and never
+    # removes it: a day of test runs had left 983 in /tmp. A run leaves none, nor anything else.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     completed = subprocess.run([sys.executable, SCRIPT, "--data", str(inputs / "graph.pt"), "--input-nodes",
-                                "train_mask", "--format", "markdown", "--budget", "15", "--loader-only"], capture_output=True,
-                               text=True, timeout=120, env=clean_env(), stdin=subprocess.DEVNULL)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+                                "train_mask", "--stand-in", "gat,2,16", "--format", "markdown", "--budget", "20"],
+                               capture_output=True, text=True, timeout=120, env=clean_env({"TMPDIR": str(temp)}),
+                               stdin=subprocess.DEVNULL, cwd=str(tmp_path))
+    assert completed.returncode == 0, completed.stderr[-3000:]  # the gate "measured" passed: blocks ran the step
     report = completed.stdout
     assert report.startswith("### Loader profile (profile_loader ")
-    assert "| config | settings |" in report and "| default |" in report
+    assert "the loop (stand-in), in " in report and "| config | settings |" in report and "| default |" in report
     assert "```python\n" in report and "NeighborLoader(data, num_neighbors=[10, 5], input_nodes=data.train_mask" in report
+    assert temp_files(temp) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
 
 
 @pytest.mark.finding("loader-config-failed")
@@ -463,132 +406,3 @@ def test_a_store_that_segfaults_is_reported(sampling, stores, token):
     found = result.only("loader-rank-crashed")
     assert found["evidence"]["signal"] == "SIGSEGV"
     assert result.returncode == 1
-
-
-# ---------------------------------------------------------------------------
-# Rules replayed on facts (cases a 2-core test machine cannot produce on demand)
-# ---------------------------------------------------------------------------
-
-class Options:
-    argv = ["--synthetic", SMALL]
-    budget = 20.0
-    bounds = property(lambda self: load_package().run.stage_bounds(self.budget, 0.0))
-    ranks = 1
-    spec = {"synthetic": [20000, 200000, 32], "num_neighbors": [10, 5], "batch_size": 1024, "shuffle": True,
-            "link": False, "input_nodes": None, "input_edges": None, "data": None, "store": None}
-
-
-def config(name, epoch, spread=1.0, steady=None, **settings):
-    base = {"num_workers": 0, "persistent_workers": False, "filter_per_worker": True, "pin_memory": False,
-            "torch_threads": 2, "affinity": False, "affinity_cores": None}
-    base.update(settings)
-    steady = steady if steady is not None else epoch
-    return {"name": name, "status": "ok", "settings": base, "epoch_batches_per_s": epoch,
-            "epoch_batches_per_s_range": [epoch - spread / 2, epoch + spread / 2], "batches_per_s": steady,
-            "batches_per_s_range": [steady - spread / 2, steady + spread / 2], "seeds_per_s": steady * 1024,
-            "first_batch_s": 0.2, "restart_s": 0.2, "peak_rss_mb": 300.0, "batches": 50}
-
-
-def replay(configs, **facts):
-    package = load_package()
-    facts = dict(facts, configs=configs, graph={"batches_per_epoch": 20, "feature_bytes": 2560000,
-                                                "num_edges": 200000})
-    facts["recommendation"] = package.advice.recommendation(configs, Options.spec, 1)
-    return {f["id"]: f for f in package.rules.diagnose(facts, Options())}, facts["recommendation"]
-
-
-@pytest.mark.finding("loader-faster-settings")
-def test_a_win_beyond_the_noise_is_recommended_with_both_medians():
-    found, advice = replay([config("default", 10.0), config("workers-2", 20.0, num_workers=2,
-                                                            persistent_workers=True)])
-    assert advice["config"] == "workers-2" and advice["speedup"] == 2.0
-    assert advice["settings"] == {"num_workers": 2, "persistent_workers": True}
-    assert found["loader-faster-settings"]["fix"] == advice["code"]
-    assert "num_workers=2, persistent_workers=True" in advice["code"]
-
-
-def test_of_two_wins_equal_within_the_noise_the_cheaper_is_recommended():
-    found, advice = replay([config("default", 10.0), config("workers-2", 20.0, num_workers=2, persistent_workers=True),
-                            config("default-threads-1", 19.8, torch_threads=1)])
-    assert advice["config"] == "default-threads-1" and advice["settings"] == {}
-    assert advice["env"] == {"OMP_NUM_THREADS": "1"} and advice["speedup"] == 1.98
-    assert advice["fastest_measured"]["config"] == "workers-2"
-
-
-@pytest.mark.finding("loader-default-is-best")
-def test_a_win_within_the_noise_recommends_the_default():
-    found, advice = replay([config("default", 10.0, spread=3.0), config("workers-2", 12.0, spread=3.0,
-                                                                        num_workers=2, persistent_workers=True)])
-    assert advice["config"] == "default" and advice["speedup"] == 1.0 and advice["settings"] == {}
-    assert found["loader-default-is-best"]["evidence"]["fastest_measured"]["ratio_to_default"] == 1.2
-    assert "loader-faster-settings" not in found
-
-
-@pytest.mark.finding("loader-threads-oversubscribed")
-def test_fewer_threads_measured_faster_is_oversubscription():
-    base = dict(num_workers=2, persistent_workers=True, torch_threads=8)
-    found, advice = replay([config("default", 10.0, torch_threads=8), config("workers-2", 14.0, **base),
-                            config("workers-2-threads-2", 18.0, **dict(base, torch_threads=2))])
-    assert found["loader-threads-oversubscribed"]["fix"].startswith("export OMP_NUM_THREADS=2")
-    assert advice["env"] == {"OMP_NUM_THREADS": "2"}
-
-
-@pytest.mark.finding("loader-affinity-hurts")
-def test_affinity_measured_slower_is_reported():
-    base = dict(num_workers=2, persistent_workers=True)
-    found, advice = replay([config("default", 10.0), config("workers-2", 16.0, **base),
-                            config("workers-2-affinity", 12.0, affinity=True, affinity_cores=[[0, 1]], **base)])
-    assert found["loader-affinity-hurts"]["evidence"]["loader_cores"] == [[0, 1]]
-    assert "enable_cpu_affinity" not in advice["code"]
-
-
-def test_affinity_that_wins_is_in_the_code_with_its_cores():
-    base = dict(num_workers=1, persistent_workers=True)
-    found, advice = replay([config("default", 10.0), config("workers-1", 13.0, **base),
-                            config("workers-1-affinity", 16.0, affinity=True, affinity_cores=[[1]], **base)])
-    assert "with loader.enable_cpu_affinity(loader_cores=cores):" in advice["code"]
-    assert "cores = [1]" in advice["code"]
-
-
-@pytest.mark.finding("loader-worker-startup-unpaid")
-def test_workers_faster_per_batch_but_not_per_epoch_need_persistence():
-    found, _ = replay([config("default", 10.0), config("workers-2-not-persistent", 9.0, steady=16.0,
-                                                       num_workers=2)])
-    assert "persistent_workers=True" in found["loader-worker-startup-unpaid"]["fix"]
-
-
-@pytest.mark.finding("loader-shm-too-small")
-def test_small_shared_memory_and_bus_errors_are_named():
-    host = {"allowed_cores": [0, 1], "shm": {"total_bytes": 64 << 20, "free_bytes": 1 << 20}}
-    found, _ = replay([config("default", 10.0)], host=host)
-    assert found["loader-shm-too-small"]["severity"] == "warning"
-    failed = dict(config("workers-2", 0, num_workers=2), status="failed",
-                  error="RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error.")
-    found, _ = replay([config("default", 10.0), failed], host=host)
-    assert found["loader-shm-too-small"]["severity"] == "error"
-    assert "loader-config-failed" not in found  # the shared-memory finding explains it
-    assert "--shm-size" in found["loader-shm-too-small"]["fix"]
-
-
-@pytest.mark.finding("loader-fetch-bound")
-def test_a_batch_mostly_spent_gathering_features_is_fetch_bound():
-    split = {"status": "ok", "sample_s": 0.002, "fetch_s": 0.02, "collate_s": 0.001, "batch_s": 0.023}
-    found, _ = replay([config("default", 10.0)], breakdown=split)
-    assert found["loader-fetch-bound"]["evidence"]["fetch_share"] > 0.6
-    assert "loader-sampler-bound" not in found
-
-
-@pytest.mark.finding("loader-sampler-bound")
-def test_a_batch_mostly_spent_sampling_is_sampler_bound():
-    split = {"status": "ok", "sample_s": 0.02, "fetch_s": 0.002, "collate_s": 0.001, "batch_s": 0.023}
-    found, advice = replay([config("default", 10.0), config("workers-2", 20.0, num_workers=2,
-                                                            persistent_workers=True)], breakdown=split)
-    assert found["loader-sampler-bound"]["evidence"]["sample_share"] > 0.6
-    assert found["loader-sampler-bound"]["fix"].startswith("loader = NeighborLoader(data, num_neighbors=[10, 5], "
-                                                           "batch_size=1024, shuffle=True, num_workers=2, ")
-    assert "loader-fetch-bound" not in found
-    # Where workers did not pay: pyg-lib when it is missing, else a smaller fan-out.
-    found, _ = replay([config("default", 10.0)], breakdown=split, backend={"pyg_lib": False, "torch_sparse": True})
-    assert "check_sampling_backends.py --require-neighbor-backend" in found["loader-sampler-bound"]["fix"]
-    found, _ = replay([config("default", 10.0)], breakdown=split, backend={"pyg_lib": True, "torch_sparse": False})
-    assert "num_neighbors=[5, 2]" in found["loader-sampler-bound"]["fix"]

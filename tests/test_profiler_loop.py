@@ -3,7 +3,7 @@ user's settings as --current; a real run keeps its JSON contract, a step that ra
 Under CPU hogs started here, nothing is presented as faster outright (that is not timing: the load decides
 the verdict). How good its recommendation is against a full grid of settings is timing, so it is a
 benchmark, not a test: maintainers/benchmark_profiler_grid.py (the graph and the loop here are its own);
-its decisions are replayed on recorded rounds in tests/test_profiler_rounds.py."""
+its decisions are replayed on recorded rounds in tests/fast/test_profiler_choice.py."""
 
 import os
 import subprocess
@@ -11,13 +11,11 @@ import sys
 
 import pytest
 
-from conftest import clean_env, invoke_tool
+from conftest import ENABLE, clean_env, invoke_tool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "maintainers"))
 from benchmark_profiler_grid import BATCH, CURRENT, TRAIN, cpu_hogs  # noqa: E402  (the benchmark's graph and loop)
 
-ENABLE_SAMPLING = ("~/.venvs/scalable-distributed/bin/python -m pip install --no-build-isolation "
-                   "torch-scatter==2.1.2 torch-sparse==0.6.18")
 QUIET_BUDGET_S = 45
 
 
@@ -26,7 +24,7 @@ def sampling():
     import importlib.util
     if not (importlib.util.find_spec("pyg_lib") or importlib.util.find_spec("torch_sparse")):
         pytest.skip("loader-no-sampler-backend: NeighborLoader needs pyg-lib or torch-sparse to sample; "
-                    "enable with: " + ENABLE_SAMPLING)
+                    "enable with: " + ENABLE["backend"])
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +44,12 @@ def profile(folder, budget, env=None, step="train:step", extra=()):
                        env=env, cwd=folder, timeout=budget * 4 + 60)
 
 
-def test_a_real_loop_run_keeps_the_json_contract(project):
-    """Its shape, not its speed: what the rounds, the race and the choice publish on a real run."""
-    result = profile(project, 20, extra=("--epochs", "2"))
+def test_a_real_loop_run_keeps_the_json_contract(project, tmp_path):
+    """Its shape, not its speed: what the rounds, the race and the choice publish on a real run; the user's
+    SAGE step leaves none of PyG's rendered templates (nor anything else) in the temp dir."""
+    result = profile(project, 20, env={"TMPDIR": str(tmp_path)}, extra=("--epochs", "2"))
     assert result.returncode == 0, result.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []
     document = result.json
     assert document["gates"]["measured"]["passed"] is True
     plan = document["plan"]

@@ -1,5 +1,6 @@
 """The recommendation: the configuration to use, as loader keyword arguments, environment and code
-to paste, with its measured speedup over the default loader. Plain data in, plain data out."""
+to paste, with its measured speedup over the user's settings and the default loader. Plain data in, plain
+data out."""
 
 from . import plan
 from .graph import LOADER_KEYS
@@ -7,57 +8,13 @@ from .graph import LOADER_KEYS
 PYG_DEFAULTS = {"num_workers": 0, "persistent_workers": False, "filter_per_worker": True, "pin_memory": False}
 
 
-def recommendation(configs, spec, ranks, blocks=None, baseline=None):
-    """None when nothing was measured; else the recommendation section of the report."""
-    if blocks:
-        return paired_recommendation(configs, spec, ranks, blocks, baseline or "default")
-    chosen, beats_default, default = plan.choose(configs)
-    if chosen is None:
+def recommendation(configs, spec, blocks=None, baseline=None):
+    """None when nothing was measured; else the recommendation section of the report, from interleaved
+    rounds: speedups are the medians of the paired ratios (same round) against the user's settings (the
+    baseline) and against the default loader."""
+    if not blocks:
         return None
-    settings = chosen["settings"]
-    kwargs = {key: settings[key] for key in LOADER_KEYS if settings[key] != PYG_DEFAULTS[key]}
-    if not settings["num_workers"]:
-        kwargs.pop("persistent_workers", None)
-    env = {"OMP_NUM_THREADS": str(settings["torch_threads"])}
-    fastest = plan.fastest(configs)
-    section = {
-        "config": chosen["name"],
-        "settings": kwargs,
-        "env": env,
-        "loader_cores": settings.get("affinity_cores"),
-        "beats_default": beats_default,
-        "speedup": None,
-        "median_epoch_batches_per_s": chosen["epoch_batches_per_s"],
-        "default_median_epoch_batches_per_s": default["epoch_batches_per_s"] if default else None,
-        "noise_batches_per_s": round(max(plan.spread(chosen), plan.spread(default)), 3) if default else None,
-        "fastest_measured": {"config": fastest["name"], "epoch_batches_per_s": fastest["epoch_batches_per_s"]},
-        "code": code(spec, kwargs, env, settings.get("affinity_cores"), ranks),
-    }
-    if default:
-        section["speedup"] = round(chosen["epoch_batches_per_s"] / default["epoch_batches_per_s"], 3)
-        section["fastest_measured"]["ratio_to_default"] = round(
-            fastest["epoch_batches_per_s"] / default["epoch_batches_per_s"], 3)
-    return section
-
-
-def kwargs_of(settings):
-    kwargs = {key: settings[key] for key in LOADER_KEYS if settings[key] != PYG_DEFAULTS[key]}
-    if not settings["num_workers"]:
-        kwargs.pop("persistent_workers", None)
-    return kwargs
-
-
-def env_of(settings):
-    return {"OMP_NUM_THREADS": str(settings["torch_threads"])}
-
-
-def worker_threads_of(settings):
-    return (settings.get("worker_threads") or 1) if settings["num_workers"] else 1
-
-
-def paired_recommendation(configs, spec, ranks, blocks, baseline):
-    """The recommendation from interleaved rounds: speedups are the medians of the paired ratios
-    (same round) against the user's settings (the baseline) and against the default loader."""
+    baseline = baseline or "default"
     chosen, verdict, base, decided = plan.choose_paired(configs, blocks, baseline)
     if chosen is None:
         return None
@@ -87,9 +44,24 @@ def paired_recommendation(configs, spec, ranks, blocks, baseline):
         "epochs": spec.get("epochs") or plan.DEFAULT_EPOCHS,
         "epoch_s": epoch_seconds(chosen, spec), "baseline_epoch_s": epoch_seconds(base, spec),
         "worker_threads": worker_threads_of(settings),
-        "code": code(spec, kwargs, env, None, ranks, worker_threads_of(settings)),
+        "code": code(spec, kwargs, env, worker_threads_of(settings)),
     }
     return section
+
+
+def kwargs_of(settings):
+    kwargs = {key: settings[key] for key in LOADER_KEYS if settings[key] != PYG_DEFAULTS[key]}
+    if not settings["num_workers"]:
+        kwargs.pop("persistent_workers", None)
+    return kwargs
+
+
+def env_of(settings):
+    return {"OMP_NUM_THREADS": str(settings["torch_threads"])}
+
+
+def worker_threads_of(settings):
+    return (settings.get("worker_threads") or 1) if settings["num_workers"] else 1
 
 
 def contenders_against(decided, by_name, blocks):
@@ -107,7 +79,16 @@ def epoch_seconds(config, spec):
     return round(batches / config["epoch_batches_per_s"], 2) if batches and config["epoch_batches_per_s"] else None
 
 
+def attribute_of(owner, name):
+    """`owner.name` in Python, or owner['name'] where the name is not an identifier (a key of the user's file
+    goes into the code as a string literal, never as code)."""
+    import keyword
+    plain = name.isidentifier() and not keyword.iskeyword(name)
+    return "%s.%s" % (owner, name) if plain else "%s[%r]" % (owner, name)
+
+
 def seeds_argument(spec):
+    """The seeds as the loader's argument, written from --input-nodes / --input-edges."""
     if spec.get("link"):
         edges = spec.get("input_edges")
         return "edge_label_index=%r" % (tuple(edges),) if edges else None
@@ -118,12 +99,12 @@ def seeds_argument(spec):
     if spec.get("store"):
         return "input_nodes=%r" % nodes
     if node_type:
-        return "input_nodes=(%r, data[%r].%s)" % (node_type, node_type, attribute)
-    return "input_nodes=%r" % attribute if spec.get("hetero") else "input_nodes=data.%s" % attribute
+        return "input_nodes=(%r, %s)" % (node_type, attribute_of("data[%r]" % node_type, attribute))
+    return "input_nodes=%r" % attribute if spec.get("hetero") else "input_nodes=" + attribute_of("data", attribute)
 
 
-def code(spec, kwargs, env, loader_cores, ranks, worker_threads=1):
-    """The loader as the user would write it with the recommended settings."""
+def loader_line(spec, kwargs, worker_threads=1):
+    """`loader = NeighborLoader(...)` with these keyword arguments, as the user would write it."""
     cls = "LinkNeighborLoader" if spec.get("link") else "NeighborLoader"
     data = "(feature_store, graph_store)" if spec.get("store") else "data"
     arguments = [data, "num_neighbors=%r" % list(spec["num_neighbors"])]
@@ -134,18 +115,12 @@ def code(spec, kwargs, env, loader_cores, ranks, worker_threads=1):
     arguments += ["%s=%r" % (key, value) for key, value in kwargs.items()]
     if worker_threads != 1:
         arguments.append("worker_init_fn=lambda worker_id: torch.set_num_threads(%d)" % worker_threads)
-    lines = ["# before Python starts: %s" % " ".join("export %s=%s" % item for item in sorted(env.items())),
-             "from torch_geometric.loader import %s" % cls,
-             "loader = %s(%s)" % (cls, ", ".join(arguments))]
-    if loader_cores:
-        if ranks > 1:
-            lines.insert(1, "import os")
-            table = ", ".join("%d: %r" % (rank, cores) for rank, cores in enumerate(loader_cores))
-            lines.append("cores = {%s}[int(os.environ['LOCAL_RANK'])]" % table)
-        else:
-            lines.append("cores = %r" % loader_cores[0])
-        lines += ["with loader.enable_cpu_affinity(loader_cores=cores):",
-                  "    for batch in loader:", "        ...  # train"]
-    else:
-        lines += ["for batch in loader:", "    ...  # train"]
-    return "\n".join(lines)
+    return "loader = %s(%s)" % (cls, ", ".join(arguments))
+
+
+def code(spec, kwargs, env, worker_threads=1):
+    """The loader as the user would write it with the recommended settings."""
+    cls = "LinkNeighborLoader" if spec.get("link") else "NeighborLoader"
+    return "\n".join(["# before Python starts: %s" % " ".join("export %s=%s" % item for item in sorted(env.items())),
+                      "from torch_geometric.loader import %s" % cls, loader_line(spec, kwargs, worker_threads),
+                      "for batch in loader:", "    ...  # train"])

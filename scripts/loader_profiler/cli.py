@@ -1,16 +1,19 @@
-"""The profiler's command line. Metadata commands (--help, --list-findings, --explain) import nothing
-beyond this package's plain modules and the shared library; torch is imported only by the child."""
+"""The profiler's command line and its Spec on the one runner (diagnostics_core/runner.py). Metadata
+commands (--help, --list-findings, --explain) import nothing beyond this package's plain modules and the
+shared library; torch is imported only by the children."""
 
 import os
-import sys
-import time
 
 from diagnostics_core import cli as shared_cli
-from diagnostics_core.cli import UsageError
+from diagnostics_core import runner
 from diagnostics_core.contract import EXIT_CODES_HELP
+from . import render
 from .findings import TOOL
+from .gather import gather
+from .plan import measured
+from .request import DEFAULT_BATCH_SIZE, DEFAULT_BUDGET_S, DEFAULT_NUM_NEIGHBORS
+from .rules import RULES, rerun
 
-DEFAULT_BUDGET_S = 60.0
 MAX_RANKS = 64
 
 USAGE = """\
@@ -64,9 +67,11 @@ what it guarantees:
   One JSON document on stdout (or markdown with --format markdown), progress on
   stderr. The whole run stays within --budget. Your data file, store, step and
   model modules and PyG's samplers run in sandboxed children; every process it
-  starts is ended on exit, on a deadline, on SIGINT and on SIGTERM. No file is
-  written in your folders or the skill's (no __pycache__); a data file is
-  loaded with weights_only=True only.
+  starts is ended on exit, on a deadline, on SIGINT and on SIGTERM, and the
+  temporary files they make (loader workers' pymp-*, PyG's rendered templates)
+  live in a folder of the run's own under the temp dir, removed however the
+  run ends. No file is written in your folders or the skill's (no
+  __pycache__); a data file is loaded with weights_only=True only.
 
 examples:
   python3 scripts/profile_loader.py --synthetic 200000,2000000,128 --pretty
@@ -99,9 +104,9 @@ def build_parser():
     source.add_argument("--store", metavar="MODULE:CALLABLE",
                         help="a callable returning (FeatureStore, GraphStore); MODULE is imported from the current "
                              "directory, or give path/to/file.py:CALLABLE")
-    parser.add_argument("--num-neighbors", metavar="N,N,...", type=fan_outs, default=[10, 5],
+    parser.add_argument("--num-neighbors", metavar="N,N,...", type=fan_outs, default=list(DEFAULT_NUM_NEIGHBORS),
                         help="fan-out per hop, as num_neighbors (default 10,5; -1 takes all neighbours)")
-    parser.add_argument("--batch-size", metavar="N", type=POSITIVE, default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batch-size", metavar="N", type=POSITIVE, default=DEFAULT_BATCH_SIZE, help="seeds per batch (default 1024)")
     parser.add_argument("--input-nodes", metavar="SPEC",
                         help="seed nodes: ATTR of a Data (a mask or index tensor, e.g. train_mask), TYPE or "
                              "TYPE:ATTR of a HeteroData or heterogeneous store (default: every node)")
@@ -253,38 +258,46 @@ def physical_memory():
         return None
 
 
-def stderr_usable():
-    """A closed stderr (`2>&-`) must change nothing but what is lost: fd 2 gets /dev/null, so that no
-    file the tool opens later lands on fd 2 and sys.stderr is writable."""
-    try:
-        os.fstat(2)
-    except OSError:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        if fd != 2:
-            os.dup2(fd, 2)
-            os.close(fd)
-        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
-    if sys.stderr is None:
-        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+# The run's time, from --budget, counted from its start: the one table every bound of the profiler comes from.
+RENDER_RESERVE_S = 0.5  # kept after the measuring child has ended, for rules and rendering
+RANKS_END_S = 0.5       # before the child's end: the coordinator stops waiting on its ranks and ends them
+STOP_RESERVE_S = 1.5    # before the child's end: no block starts later (ranks and workers end, "done" is published)
+RETRY_MAX_S = shared_cli.TIMEOUT_RANGE[1]  # a --budget the fixes name is one the parser takes
+STAGES = {
+    "child": runner.Stage(plus=-RENDER_RESERVE_S),  # the sandbox ends the coordinator and its ranks here
+    "ranks": runner.Stage(plus=-RENDER_RESERVE_S - RANKS_END_S),
+    "measure": runner.Stage(plus=-RENDER_RESERVE_S - STOP_RESERVE_S),
+    "retry": runner.Stage(share=2.0, floor=30.0, cap=RETRY_MAX_S),  # the --budget loader-budget-short names
+    "quiet_retry": runner.Stage(share=2.0, floor=60.0, cap=RETRY_MAX_S),  # ... and loader-too-busy-to-tell
+}
 
 
-def main(argv=None):
-    started = time.time()
-    stderr_usable()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    options = None
-    try:
-        parser = build_parser()
-        options = parser.parse_args(argv)
-        answered = shared_cli.metadata_command(TOOL, options)
-        if answered is not None:
-            return answered
-        check_combination(parser, options)
-        from diagnostics_core import calls
-        calls.require_torch_stack(TOOL, "loader-stack-missing", extra=("psutil",))
-    except UsageError as error:
-        from .render import refuse
-        return refuse(error, options, argv, started)
-    options.argv = argv
-    from .run import run
-    return run(options, started)
+def gates(facts, findings, options):
+    """The gate "measured": at least one configuration was measured."""
+    count = len(measured(facts.get("configs") or []))
+    return {"measured": {"passed": count > 0, "configs_measured": count}}
+
+
+def meta(facts, options):
+    return {"budget_s": options.budget, "read_only": True, "docs_path": shared_cli.docs_path()}
+
+
+def interrupted(run, evidence):
+    """The interrupted finding's fix: the same run again. Its evidence (the runner's, passed here) gains what
+    was measured before the signal; the blocks and configs sections hold it."""
+    evidence.update(blocks_measured=len(run.facts.get("blocks") or []),
+                    configs_measured=len(measured(run.facts.get("configs") or [])))
+    if run.options is None:
+        return None
+    return "%s  # run it again to the end; --budget bounds its time" % rerun(run.options)
+
+
+def summary(document, run):
+    for line in render.summary(document):
+        run.say(line)
+
+
+SPEC = runner.Spec(TOOL, build_parser, gather, render.render, rules=RULES, gates=gates, check=check_combination,
+                   needs=("torch", "torch_geometric", "psutil"), stack_missing_id="loader-stack-missing",
+                   budget="budget", stages=STAGES, meta=meta, summary=summary, interrupted=interrupted,
+                   markdown=lambda document, options: render.markdown(document, redacted=not options.no_redact))

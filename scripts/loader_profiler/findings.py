@@ -7,5 +7,6 @@ SCHEMA_VERSION = "1.0"
 VERSION = "1.0.0"
 
 TOOL = Tool.from_registry("loader_profiler", "profile_loader", VERSION, SCHEMA_VERSION, usage_id="profile-loader-usage-error",
-                          internal_id="profile-loader-internal-error", meta_key="tool")
+                          internal_id="profile-loader-internal-error", interrupted_id="loader-profile-interrupted",
+                          meta_key="tool")
 finding = TOOL.finding

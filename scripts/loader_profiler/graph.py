@@ -212,7 +212,7 @@ LOADER_KEYS = ("num_workers", "persistent_workers", "filter_per_worker", "pin_me
 
 
 def loader_kwargs(settings):
-    """The DataLoader/PyG keyword arguments of a configuration (affinity and threads are not kwargs)."""
+    """The DataLoader/PyG keyword arguments of a configuration (threads are not kwargs)."""
     kwargs = {key: settings[key] for key in LOADER_KEYS if settings.get(key) is not None}
     if not settings["num_workers"]:
         kwargs.pop("persistent_workers", None)  # DataLoader refuses it without workers

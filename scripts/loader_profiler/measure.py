@@ -1,13 +1,11 @@
-"""Measuring one loader in one rank process: time to the first batch, throughput in timed windows
-after a warm-up, the start-up of a later epoch, and the peak memory of the process and its workers."""
+"""Measuring in one rank process: a block of the training loop (the first batch, the steady steps/s after
+the prefetch burst, what an ordinary batch waits, epoch starts, the CPU used by this process and by the
+whole machine, the peak memory of the process and its workers), and where a default batch's time goes."""
 
-import contextlib
 import statistics
 import threading
 import time
 
-REPEATS = 5          # timed windows per configuration: the median and spread come from these
-WARMUP_SHARE = 0.1   # of the time left after the first batch
 RSS_PERIOD_S = 0.1
 
 
@@ -98,66 +96,6 @@ class Stream(object):
             self.loader._iterator = None  # a persistent loader would otherwise reuse the ended workers
 
 
-def measure(loader, settings, seconds, link, cores=None):
-    """-> the measured record of one configuration in this rank, within about `seconds`."""
-    affinity = loader.enable_cpu_affinity(cores) if cores else contextlib.nullcontext()
-    end = time.perf_counter() + seconds
-    stream = Stream(loader, link)
-    with PeakRss(stream.worker_pids) as rss, affinity:
-        try:
-            first_batch_s, _ = stream.first()
-            # Workers start together, so their first batches arrive in a burst; and a window shorter
-            # than the prefetch queue would time batches made before it began.
-            least = settings["num_workers"] + 1
-            warm_until = time.perf_counter() + max(end - time.perf_counter(), 0) * WARMUP_SHARE
-            for _ in range(least):
-                stream.next()
-            while time.perf_counter() < warm_until:
-                stream.next()
-            window = max(end - time.perf_counter(), 0) / REPEATS
-            rates = []
-            while len(rates) < REPEATS and (len(rates) < 2 or time.perf_counter() < end):  # two make a spread
-                rates.append(timed_window(stream, window, least, end))
-        finally:
-            stream.close()
-    return summary(rates, first_batch_s, epoch_start(stream, settings, first_batch_s, rates), rss.peak)
-
-
-def epoch_start(stream, settings, first_batch_s, rates):
-    """Seconds from iter(loader) to the first batch of a later epoch: measured where an epoch ended
-    within the measurement; else what it must be: a new set of workers starts just as the first
-    one did, while persistent workers (or none) deliver the first batch like any other.
-
-    An epoch is never cut short to measure this: persistent workers would first have to finish
-    the batches already asked of them, which an epoch that ends by itself never makes them do.
-    """
-    if stream.restarts:
-        return statistics.median(stream.restarts), "measured"
-    if settings["num_workers"] and not settings["persistent_workers"]:
-        return first_batch_s, "as-first-batch"
-    return 1.0 / statistics.median(r[0] for r in rates), "one-batch"
-
-
-def timed_window(stream, seconds, least, end):
-    """(batches/s, seeds/s, batches) over about `seconds` and at least `least` batches unless the
-    measurement's `end` comes first (one batch at the very least); epoch starts are left out."""
-    batches = seeds = 0
-    paused = 0.0
-    started = time.perf_counter()
-    while batches == 0 or (batches < least and time.perf_counter() < end) or time.perf_counter() - started < seconds:
-        count, restart = stream.next()
-        batches, seeds, paused = batches + 1, seeds + count, paused + restart
-    elapsed = max(time.perf_counter() - started - paused, 1e-9)
-    return batches / elapsed, seeds / elapsed, batches
-
-
-def summary(rates, first_batch_s, restart, peak_rss):
-    """Window by window, in time order: ranks' windows are added up index by index."""
-    return {"batches_per_s": [r[0] for r in rates], "seeds_per_s": [r[1] for r in rates],
-            "batches": sum(r[2] for r in rates), "first_batch_s": first_batch_s, "restart_s": restart[0],
-            "restart_source": restart[1], "peak_rss_bytes": peak_rss}
-
-
 def breakdown(loader, seconds, link):
     """Where a batch's time goes, measured on the default loader (num_workers=0) in this process:
     neighbour sampling, feature fetch (PyG's filter_fn, which also assembles the subgraph), and
@@ -217,7 +155,7 @@ def own_cpu_seconds():
     return times[0] + times[1] + times[2] + times[3]
 
 
-def loop_block(loader, settings, seconds, link, step, cores=None):
+def loop_block(loader, settings, seconds, link, step):
     """One block of the training loop: `for batch in loader: step(batch)` for about `seconds`, from a
     fresh iter(loader) (its workers start, as at an epoch's start), then its workers are ended.
 
@@ -225,7 +163,6 @@ def loop_block(loader, settings, seconds, link, step, cores=None):
     batch's wait (what the loop waits for the loader at a step that starts no epoch), the CPU this
     process and its workers used and the CPU the whole machine used over the same interval, so the
     coordinator can tell how much other processes took."""
-    affinity = loader.enable_cpu_affinity(cores) if cores else contextlib.nullcontext()
     stream = Stream(loader, link)
     run = step or (lambda batch: None)
     machine_before, own_before = machine_busy_seconds(), own_cpu_seconds()
@@ -234,7 +171,7 @@ def loop_block(loader, settings, seconds, link, step, cores=None):
     steps = seeds = 0
     paused = timed = waited = 0.0
     ordinary = 1
-    with PeakRss(stream.worker_pids) as rss, affinity:
+    with PeakRss(stream.worker_pids) as rss:
         try:
             first_batch_s, _ = stream.first()
             run(stream.batch)

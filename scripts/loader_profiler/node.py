@@ -14,7 +14,6 @@ import time
 
 from . import plan
 
-STOP_RESERVE_S = 1.5  # kept back from the deadline to end ranks and workers and publish "done"
 ANSWER_GRACE_S = 3.0  # how long past its slice a rank may take to answer before it counts as hung
 
 
@@ -23,7 +22,7 @@ def child_main(options_text):
     quiet_child_process()
     reporter = CallReporter()
     options = json.loads(options_text)
-    reporter.begin("import torch, torch_geometric", max(options["deadline"] - time.time(), 1.0))
+    reporter.begin("import torch, torch_geometric", max(options["until"]["child"] - time.time(), 1.0))
     import torch  # noqa: F401
     import torch_geometric.typing
     reporter.end()
@@ -92,7 +91,7 @@ class Coordinator(object):
         self.options, self.host, self.reporter, self.measure_at_all = options, host, reporter, measure
         self.ranks = options["ranks"]
         self.per_rank = max(1, host.get("usable_cores", len(host["allowed_cores"])) // self.ranks)
-        self.deadline = options["deadline"] - STOP_RESERVE_S
+        self.deadline = options["until"]["measure"]  # no block starts after it (cli.STAGES)
         self.processes, self.connections = [], []
         self.stopped = None  # why measuring stopped early, if it did
         self.configs = []
@@ -154,7 +153,7 @@ class Coordinator(object):
         """Each asked rank's answer, or None after publishing why one did not come: it died, it took
         longer than its own bound (hung), or the budget ran out first (out-of-time)."""
         answers = []
-        last_moment = self.options["deadline"] - 0.5  # then the ranks must be ended
+        last_moment = self.options["until"]["ranks"]  # then the ranks must be ended (cli.STAGES)
         for rank in (ranks if ranks is not None else range(self.ranks)):
             connection, process = self.connections[rank], self.processes[rank]
             while not connection.poll(0.05):
@@ -202,9 +201,9 @@ class Coordinator(object):
         close ones get the time; a quiet run whose answer is settled stops early."""
         default = plan.default_settings(self.default_threads)
         current = plan.current_settings(self.options.get("current"), default)
-        self.breakdown()
-        if not self.prepare_step():
+        if not self.prepare_step():  # a step that fails is the first thing to fix: nothing else is timed
             return
+        self.breakdown()
         queue = plan.candidates(default, current, self.per_rank, self.options.get("max_workers"))
         baseline = queue[0][0]
         self.reporter.publish("plan", {"baseline": baseline, "candidates": [name for name, _ in queue],
@@ -278,14 +277,14 @@ class Coordinator(object):
                   and failed[name]["settings"]["num_workers"] and failed[name]["settings"]["filter_per_worker"]]
         if not broken:
             return []
-        base = {k: v for k, v in broken[0].items() if k != "affinity_cores"}
+        base = broken[0]
         return [("%s-filter-in-main" % plan.name_of(base), dict(base, filter_per_worker=False))]
 
     def block(self, name, settings, seconds, round_index):
         """One block of one configuration in every rank; -> the combined block, a failed record, or None."""
         self.say("round %d: %s for %.1f s" % (round_index + 1, name, seconds))
         for rank, connection in enumerate(self.connections):
-            connection.send({"command": "block", "settings": settings, "seconds": seconds, "cores": None})
+            connection.send({"command": "block", "settings": settings, "seconds": seconds})
         # Start-up is not a hang: each worker gets a while to start and to end.
         bound = seconds * 3 + ANSWER_GRACE_S + settings["num_workers"] * 2.0 + 10.0
         self.reporter.begin("measure %s" % name, bound)

@@ -32,8 +32,6 @@ def serve(ready, spec, samplers, connection, barrier, default_threads):
             return
         if message["command"] == "breakdown":
             connection.send(guarded(lambda: run_breakdown(ready, spec, samplers, message["seconds"], default_threads)))
-        elif message["command"] == "measure":
-            connection.send(guarded(lambda: run_measure(ready, spec, samplers, message, barrier)))
         elif message["command"] == "step":
             connection.send(prepare_step(ready, spec, samplers))
             remove_rendered_templates()  # now, too: a rank ended at its deadline never reaches the end
@@ -45,7 +43,6 @@ def setup(spec):
     """Load the graph, check that the user's loader builds and that the training step runs on one of
     its batches; -> {"answer": ..., "data", "seeds", "step"}."""
     from .graph import InputProblem, build_loader, load_graph, seed_input, short_error
-    from .step import build_step
     try:
         data, facts = load_graph(spec)
         seeds = seed_input(data, spec)
@@ -102,17 +99,6 @@ def run_breakdown(ready, spec, samplers, seconds, default_threads):
     return breakdown(loader, seconds, bool(spec.get("link")))
 
 
-def run_measure(ready, spec, samplers, message, barrier):
-    import torch
-    from .graph import build_loader
-    from .measure import measure
-    settings = message["settings"]
-    torch.set_num_threads(settings["torch_threads"])
-    loader = build_loader(ready["data"], spec, settings, ready["seeds"], samplers)
-    barrier.wait(timeout=message["seconds"])  # every rank starts timing together, as DDP ranks run
-    return measure(loader, settings, message["seconds"], bool(spec.get("link")), message.get("cores"))
-
-
 def run_block(ready, spec, samplers, message, barrier):
     import torch
     from .graph import build_loader
@@ -121,5 +107,4 @@ def run_block(ready, spec, samplers, message, barrier):
     torch.set_num_threads(settings["torch_threads"])
     loader = build_loader(ready["data"], spec, settings, ready["seeds"], samplers)
     barrier.wait(timeout=message["seconds"] + 30)  # every rank starts together, as DDP ranks run
-    return loop_block(loader, settings, message["seconds"], bool(spec.get("link")), ready.get("step"),
-                      message.get("cores"))
+    return loop_block(loader, settings, message["seconds"], bool(spec.get("link")), ready.get("step"))

@@ -1,46 +1,19 @@
-"""Rendering, last: the JSON document, the markdown report for people, the stderr summary."""
+"""Rendering, last: the profiler's sections of the JSON document, the markdown report for people, the
+stderr summary."""
 
-import sys
-import time
-
-from diagnostics_core.cli import docs_path
 from diagnostics_core.contract import SEVERITY_ORDER
-from diagnostics_core.markdown import cell, code, private_names, redact, terminal_line
-from diagnostics_core.text import write_json, write_text
-from .findings import TOOL, VERSION
+from diagnostics_core.markdown import cell, code
 
 FACT_SECTIONS = ("request", "host", "backend", "graph", "breakdown", "plan", "configs", "blocks", "recommendation",
                  "child")
 
 
-def render(facts, findings, gates, options, started, internal_error=None, usage_error=False):
-    meta = {"version": VERSION, "argv": getattr(options, "argv", sys.argv[1:]),
-            "budget_s": getattr(options, "budget", None), "elapsed_s": round(time.time() - started, 3),
-            "read_only": True, "docs_path": docs_path()}
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error,
-                                        internal_error=internal_error)
+def render(document, facts, options):
+    """The fact sections after the envelope, in order; every one present (null where not learnt)."""
     for section in FACT_SECTIONS:
         document[section] = facts.get(section)
     if document["configs"] is None:
         document["configs"] = []
-    return document, exit_code
-
-
-def refuse(error, options, argv, started):
-    """A refused command line: one stderr line, the usage-error document on stdout, exit 2."""
-    from diagnostics_core.cli import refuse as shared_refuse
-    if options is not None:
-        options.argv = argv
-    document, _ = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    return shared_refuse(TOOL, error, document)
-
-
-def output(document, options):
-    if options.format == "markdown":
-        write_text(markdown(document, redact_private=not options.no_redact))
-    else:
-        write_json(document, options.pretty)
-    sys.stderr.write("".join(terminal_line(line) + "\n" for line in summary(document).splitlines()))
 
 
 def rate(value, spread=None):
@@ -105,14 +78,43 @@ def paired_advice(advice):
     return lines + ["```python", advice["code"], "```", ""]
 
 
-def markdown(document, redact_private=True):
+def config_table(document, request, graph):
+    """Every planned configuration: measured (its rounds, paired ratios, epoch time) or why not."""
+    configs = document.get("configs") or []
+    if not configs:
+        return []
+    plan = document.get("plan") or {}
+    lines = []
+    if any(c.get("rounds") for c in configs):
+        lines += ["the loop (%s), in %s interleaved rounds; ratios are paired with **%s** in the same round"
+                  % (cell(((request.get("loop") or {}).get("kind"))), max(c.get("rounds") or 0 for c in configs),
+                     cell(plan.get("baseline"))), ""]
+    lines += ["| config | settings | epoch steps/s (range) | vs %s (range) | vs default | epoch s | first batch s "
+              "| other CPU, cores | peak RSS MB |" % cell(plan.get("baseline")), "|---|---|---|---|---|---|---|---|---|"]
+    batches = graph.get("batches_per_epoch")
+    for c in configs:
+        settings = settings_text(c["settings"])
+        if c.get("status") != "ok":
+            lines.append("| %s | %s | %s | | | | | | |" % (cell(c["name"]), cell(settings), cell(c.get("status"))))
+            continue
+        others = c.get("other_cpu_cores") or []
+        lines.append("| %s | %s | %s | %s | %s | %s | %.2f | %s | %.0f |" % (
+            cell(c["name"]), cell(settings), rate(c["epoch_batches_per_s"], c["epoch_batches_per_s_range"]),
+            ratio(c.get("ratio_to_baseline"), c.get("ratio_to_baseline_range")), ratio(c.get("ratio_to_default")),
+            "%.1f" % (batches / c["epoch_batches_per_s"]) if batches and c["epoch_batches_per_s"] else "-",
+            c["first_batch_s"], "-" if not others else "%.1f-%.1f" % (min(others), max(others)), c["peak_rss_mb"]))
+    return lines + [""]
+
+
+def markdown(document, redacted=True):
+    """The report to paste; `redacted`: the runner hides user, home and host names in it, and it says so."""
     tool = document["tool"]
     request = document.get("request") or {}
     graph = document.get("graph") or {}
     host = document.get("host") or {}
     lines = ["### Loader profile (profile_loader %s)" % tool["version"], "",
              "status **%s**, exit %d, %.1f s of a %g s budget; gates: %s" % (
-                 document["status"], document["exit_code"], tool["elapsed_s"], tool["budget_s"] or 0,
+                 document["status"], document["exit_code"], tool["elapsed_s"], tool.get("budget_s") or 0,
                  ", ".join("%s %s" % (name, "passed" if g["passed"] else "FAILED")
                            for name, g in document["gates"].items()) or "none"), ""]
     if graph:
@@ -123,58 +125,15 @@ def markdown(document, redact_private=True):
                          cell(request.get("num_neighbors")), request.get("ranks", 1),
                          len(host.get("allowed_cores") or []), host.get("physical_cores"), host.get("numa_nodes")))
         lines.append("")
-    configs = document.get("configs") or []
-    paired = any(c.get("rounds") for c in configs)
-    if configs and paired:
-        plan = document.get("plan") or {}
-        lines += ["the loop (%s), in %s interleaved rounds; ratios are paired with **%s** in the same round"
-                  % (cell(((request.get("loop") or {}).get("kind"))), max(c.get("rounds") or 0 for c in configs),
-                     cell(plan.get("baseline"))), "",
-                  "| config | settings | epoch steps/s (range) | vs %s (range) | vs default | epoch s | first batch s "
-                  "| other CPU, cores | peak RSS MB |" % cell(plan.get("baseline")), "|---|---|---|---|---|---|---|---|---|"]
-        batches = graph.get("batches_per_epoch")
-        for c in configs:
-            settings = settings_text(c["settings"])
-            if c.get("status") != "ok":
-                lines.append("| %s | %s | %s | | | | | | |" % (cell(c["name"]), cell(settings), cell(c.get("status"))))
-                continue
-            others = c.get("other_cpu_cores") or []
-            lines.append("| %s | %s | %s | %s | %s | %s | %.2f | %s | %.0f |" % (
-                cell(c["name"]), cell(settings), rate(c["epoch_batches_per_s"], c["epoch_batches_per_s_range"]),
-                ratio(c.get("ratio_to_baseline"), c.get("ratio_to_baseline_range")), ratio(c.get("ratio_to_default")),
-                "%.1f" % (batches / c["epoch_batches_per_s"]) if batches and c["epoch_batches_per_s"] else "-",
-                c["first_batch_s"], "-" if not others else "%.1f-%.1f" % (min(others), max(others)), c["peak_rss_mb"]))
-        lines.append("")
-    elif configs:
-        lines += ["| config | settings | batches/s (range) | epoch batches/s (range) | seeds/s | first batch s "
-                  "| peak RSS MB |", "|---|---|---|---|---|---|---|"]
-        for c in configs:
-            settings = settings_text(c["settings"])
-            if c.get("status") != "ok":
-                lines.append("| %s | %s | %s | | | | |" % (cell(c["name"]), cell(settings), cell(c.get("status"))))
-                continue
-            lines.append("| %s | %s | %s | %s | %.0f | %.2f | %.0f |" % (
-                cell(c["name"]), cell(settings), rate(c["batches_per_s"], c["batches_per_s_range"]),
-                rate(c["epoch_batches_per_s"], c["epoch_batches_per_s_range"]), c["seeds_per_s"],
-                c["first_batch_s"], c["peak_rss_mb"]))
-        lines.append("")
+    lines += config_table(document, request, graph)
     split = document.get("breakdown")
     if split and split.get("status") == "ok":
         total = split["batch_s"] or 1
         lines += ["a default batch (num_workers=0): %.1f ms = sampling %.0f%%, feature fetch %.0f%%, collation %.0f%%"
                   % (split["batch_s"] * 1e3, 100 * split["sample_s"] / total, 100 * split["fetch_s"] / total,
                      100 * split["collate_s"] / total), ""]
-    advice = document.get("recommendation")
-    if advice and "verdict" in advice:
-        lines += paired_advice(advice)
-    elif advice:
-        verdict = ("beats the default by more than the noise" if advice["beats_default"]
-                   else "no configuration beat the default by more than the noise")
-        lines += ["#### Recommendation: %s (%s)" % (cell(advice["config"]), verdict), "",
-                  "speedup %sx over num_workers=0 (epoch batches/s: %s vs %s; noise %s)" % (
-                      advice["speedup"], advice["median_epoch_batches_per_s"],
-                      advice["default_median_epoch_batches_per_s"], advice["noise_batches_per_s"]), "",
-                  "```python", advice["code"], "```", ""]
+    if document.get("recommendation"):
+        lines += paired_advice(document["recommendation"])
     findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
     lines += ["#### Findings (%d)" % len(findings), ""]
     for item in findings:
@@ -184,24 +143,20 @@ def markdown(document, redact_private=True):
     if not findings:
         lines.append("none")
     text = "\n".join(lines) + "\n"
-    if redact_private:
-        text = redact(text, private_names())
+    if redacted:
         text += "\n<sub>user, home and host names redacted (--no-redact shows them)</sub>\n"
     return text
 
 
 def summary(document):
-    """A few lines for the person at the terminal; the JSON on stdout stays the contract."""
-    lines = ["profile_loader: %s (exit %d) in %.1f s" % (document["status"], document["exit_code"],
-                                                         document["tool"]["elapsed_s"])]
+    """A few lines for the person at the terminal (the runner writes them to stderr); the JSON on stdout stays
+    the contract."""
+    lines = ["%s (exit %d) in %.1f s" % (document["status"], document["exit_code"], document["tool"]["elapsed_s"])]
     advice = document.get("recommendation")
-    if advice and "verdict" in advice:
+    if advice:
         lines.append("  recommended: %s, speedup %sx over %s (%s)" % (
             advice["config"], advice["speedup"], advice["baseline"], advice["verdict"]))
-    elif advice:
-        lines.append("  recommended: %s, speedup %sx over num_workers=0 (%s)" % (
-            advice["config"], advice["speedup"], "measured" if advice["beats_default"] else "the rest is noise"))
     for item in document["findings"]:
         if item["severity"] in ("error", "warning"):
             lines.append("  %-7s %s: %s" % (item["severity"], item["id"], item["title"]))
-    return "\n".join(lines) + "\n"
+    return lines

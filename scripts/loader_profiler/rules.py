@@ -1,65 +1,33 @@
-"""Each rule: the run's facts in, findings out, with a stable id. No rule measures anything."""
+"""Each rule: the run's facts in, findings out, with a stable id. No rule measures anything, and a fix is a
+value: a command in it is built from words (diagnostics_core.command, TOOL.command), each quoted, so a path
+or module name from the command line runs nothing when the fix is pasted."""
 
-import json
+import argparse
 import os
 import re
 import sys
 
+from diagnostics_core import command
 from diagnostics_core.contract import script_command
-from diagnostics_core.text import quote
 from . import plan
-from .findings import finding
+from .findings import TOOL, finding
+from .request import file_reference, words
 
 SAMPLER_BOUND_SHARE = 0.6  # of a default batch's time, for sampler-bound / fetch-bound
+# What the kernel and torch say when shared memory runs out (the workers' errors, not this tool's words).
 SHM_ERRORS = re.compile(r"No space left on device|shared memory|Bus error|shm_open|unable to (write to|mmap)", re.I)
 
 
-def diagnose(facts, options):
-    findings = []
-    for rule in RULES:
-        findings.extend(rule(facts, options))
-    return findings
-
-
 def python():
-    from diagnostics_core.text import quote
-    return quote(sys.executable)
+    return command.word(sys.executable)
 
 
-def rerun(options, *changed):
-    """This run's command line with some flags changed: a fix that works from any folder."""
-    from .findings import TOOL
-    words, skip = [], False
-    replaced = dict(zip(changed[::2], changed[1::2]))
-    for word in options.argv:
-        if skip:
-            skip = False
-            continue
-        if word in replaced:
-            skip = True
-            continue
-        words.append(word)
-    for flag, value in replaced.items():
-        words += [flag, value]
-    from diagnostics_core.text import quote
-    return TOOL.command(*[quote(w) for w in words])
-
-
-def rerun_without(options, flags, *added):
-    """This run's command line without `flags` (and their values), plus `added` words."""
-    from .findings import TOOL
-    words, skip = [], False
-    for word in options.argv:
-        if skip:
-            skip = False
-            continue
-        if word in flags:
-            skip = True
-            continue
-        if word.split("=", 1)[0] in flags:
-            continue
-        words.append(word)
-    return TOOL.command(*[quote(w) for w in words + list(added)])
+def rerun(options, **changed):
+    """This run's command line with some options changed (rerun(options, budget=120)), from any folder: a
+    data file by its absolute path; a MODULE:CALLABLE from the folder it was imported from."""
+    line, folder = words(argparse.Namespace(**dict(vars(options), **changed)))
+    again = TOOL.command(*line)
+    return "%s && %s" % (command.line("cd", folder), again) if folder else again
 
 
 def no_backend(facts, options):
@@ -71,38 +39,38 @@ def no_backend(facts, options):
                         "check_sampling_backends.py", "--require-neighbor-backend", python=python()))]
 
 
-# No fix loads the refused file or imports the user's module: a fix never runs what was diagnosed.
-INPUT_FIXES = {
-    "loader-data-unsafe-pickle": (
-        "in the script that made the file (not by loading this one: it names code, see evidence), save "
-        "tensors only: torch.save(data.to_dict(), {safe!r}); then rebuild it with "
-        "{data_class}.from_dict(torch.load({safe!r}, weights_only=True)) and torch.save it again"),
-    "loader-data-load-failed": (
-        "torch.save(dataset[0], 'graph.pt')  # in your script: one Data or HeteroData per file, then --data graph.pt"),
-    "loader-store-failed": (
-        "{store_check}  # names what is wrong with the pair; the traceback is in evidence"),
-    "loader-setup-failed": "{rerun}",
-    "loader-step-failed": "{loader_only}  # times the loader alone meanwhile; the step's traceback is in evidence: "
-                          "fix it so that it runs on one batch, then run the profiler with it again",
-}
+def store_check(reference):
+    """The store checker on the user's pair, from any folder; it imports the module, this tool does not."""
+    return script_command("check_store_contract.py", file_reference(reference), "--path", os.getcwd(),
+                          "--skip-sampling", python=python())
+
+
+def input_fix(problem_id, options):
+    """No fix loads the refused file or imports the user's module: a fix never runs what was diagnosed."""
+    if problem_id == "loader-data-unsafe-pickle":
+        return ("in the script that made the file (not by loading this one: it names code, see evidence), save "
+                "tensors only: torch.save(data.to_dict(), 'graph-tensors.pt'); then rebuild it with "
+                "Data.from_dict (HeteroData.from_dict for a HeteroData) from torch.load('graph-tensors.pt', "
+                "weights_only=True), torch.save it and pass that file as --data")
+    if problem_id == "loader-data-load-failed":
+        return "torch.save(dataset[0], 'graph.pt')  # in your script: one Data or HeteroData per file, then --data graph.pt"
+    if problem_id == "loader-store-failed":
+        return "%s  # names what is wrong with the pair; the traceback is in evidence" % store_check(options.store)
+    if problem_id == "loader-step-failed":
+        return ("%s  # times the loader alone meanwhile; the step's traceback is in evidence: fix it so that it "
+                "runs on one batch, then run the profiler with it again"
+                % rerun(options, step=None, model=None, stand_in=None, loader_only=True))
+    flag = "input_edges" if options.link else "input_nodes"
+    return "%s  # name %s that exists (see evidence)" % (
+        rerun(options, **{flag: ["SRC", "REL", "DST"] if options.link else "NAME"}),
+        "an edge type" if options.link else "an attribute or type")
 
 
 def input_problem(facts, options):
     problem = facts.get("input_problem")
     if not problem:
         return []
-    spec = options.spec
-    path = spec.get("data") or ""
-    module, _, attr = (spec.get("store") or "MODULE:CALLABLE").rpartition(":")
-    store = "%s:%s" % (os.path.abspath(module) if module.endswith(".py") else module, attr)
-    fix = INPUT_FIXES[problem["finding"]].format(
-        safe=os.path.splitext(path)[0] + "-tensors.pt", data_class="HeteroData" if "Hetero" in json.dumps(
-            problem.get("evidence")) else "Data",
-        store_check=script_command("check_store_contract.py", quote(store), "--path", quote(os.getcwd()),
-                                   "--skip-sampling", python=python()),
-        rerun="%s  # name an attribute or type that exists (see evidence)" % rerun(options, "--input-nodes", "NAME"),
-        loader_only=rerun_without(options, ("--step", "--model", "--stand-in"), "--loader-only"))
-    return [finding(problem["finding"], problem["evidence"], fix=fix)]
+    return [finding(problem["finding"], problem["evidence"], fix=input_fix(problem["finding"], options))]
 
 
 def stopped(facts, options):
@@ -127,18 +95,23 @@ def config_failures(facts, options):
         if config.get("status") != "failed" or SHM_ERRORS.search(config.get("error") or ""):
             continue
         fix = ("# measured without %s; the other configurations stand. Reproduce: %s"
-               % (config["name"], advice_code_for(config, options)))
+               % (config["name"], advice_code_for(config, facts)))
         found.append(finding("loader-config-failed", {"config": config["name"], "settings": config["settings"],
                                                       "error": config.get("error")}, fix=fix))
     return found
 
 
-def advice_code_for(config, options):
-    from .advice import PYG_DEFAULTS, code
+def loader_spec(facts):
+    """The loader the user asked for, as the recommendation's code writes it."""
+    return dict(facts["request"], hetero=(facts.get("graph") or {}).get("kind") == "hetero")
+
+
+def advice_code_for(config, facts):
+    """The loader of one configuration as code on one line (after a comment: each newline becomes '; ')."""
+    from .advice import code, env_of, kwargs_of, worker_threads_of
     settings = config["settings"]
-    kwargs = {k: settings[k] for k in PYG_DEFAULTS if settings.get(k) != PYG_DEFAULTS[k]}
-    return code(options.spec, kwargs, {"OMP_NUM_THREADS": str(settings["torch_threads"])},
-                settings.get("affinity_cores"), options.ranks).replace("\n", "; ")
+    return code(loader_spec(facts), kwargs_of(settings), env_of(settings), worker_threads_of(settings)).replace(
+        "\n", "; ")
 
 
 def budget_short(facts, options):
@@ -147,28 +120,11 @@ def budget_short(facts, options):
     cut = facts.get("child", {}).get("killed_for") == "deadline" or out_of_time
     if not skipped and not cut:
         return []
-    suggested = options.bounds["retry_budget_s"]
     return [finding("loader-budget-short", {"budget_s": options.budget, "skipped": skipped,
                                             "measured": len(plan.measured(facts.get("configs") or [])),
                                             "cut_at_deadline": cut,
                                             "during": (facts.get("stopped") or {}).get("during")},
-                    fix=rerun(options, "--budget", str(suggested)))]
-
-
-def recommendation(facts, options):
-    advice = facts.get("recommendation")
-    if not advice:
-        return []
-    if "verdict" in advice:
-        return paired_recommendation(advice, options)
-    evidence = {k: advice[k] for k in ("config", "speedup", "median_epoch_batches_per_s",
-                                       "default_median_epoch_batches_per_s", "noise_batches_per_s",
-                                       "fastest_measured")}
-    if advice["beats_default"]:
-        return [finding("loader-faster-settings", evidence, fix=advice["code"])]
-    if advice["default_median_epoch_batches_per_s"] is None:
-        return []
-    return [finding("loader-default-is-best", evidence, fix=advice["code"])]
+                    fix=rerun(options, budget=options.bounds["retry"]))]
 
 
 PAIRED_EVIDENCE = ("config", "verdict", "baseline", "speedup", "speedup_range", "speedup_over_default",
@@ -177,8 +133,11 @@ PAIRED_EVIDENCE = ("config", "verdict", "baseline", "speedup", "speedup_range", 
                    "fastest_measured", "decided", "epochs")
 
 
-def paired_recommendation(advice, options):
+def recommendation(facts, options):
     """From interleaved rounds: faster settings, the baseline kept, or too busy to tell."""
+    advice = facts.get("recommendation")
+    if not advice:
+        return []
     evidence = {k: advice.get(k) for k in PAIRED_EVIDENCE}
     if advice["verdict"] == "faster":
         return [finding("loader-faster-settings", evidence, fix=advice["code"])]
@@ -186,14 +145,14 @@ def paired_recommendation(advice, options):
         return []  # faster under the load measured only: load_decides says so, with both sides
     load = advice.get("load") or {}
     if advice["verdict"] == "undecided" and plan.busy_load(load):
-        budget = options.bounds["quiet_retry_budget_s"]
         contenders = (advice.get("decided") or {}).get("contenders") or []
         meanwhile = ("keep your settings until then" if not contenders else
                      "%s beat your settings in every round here, but which of them is fastest the load decided"
                      % " and ".join(contenders))
         return [finding("loader-too-busy-to-tell", evidence,
                         fix="%s  # when the machine is quiet (other processes' CPU was %.1f cores here); %s"
-                            % (rerun(options, "--budget", str(budget)), load["other_cpu_cores_median"], meanwhile))]
+                            % (rerun(options, budget=options.bounds["quiet_retry"]), load["other_cpu_cores_median"],
+                               meanwhile))]
     return [finding("loader-default-is-best", evidence, fix=advice["code"])]
 
 
@@ -202,8 +161,8 @@ def load_decides(facts, options):
     (verdict "under-load": the quiet side measured in too few rounds, or picking another setting), or
     rounds under load and quiet rounds picked different winners. Say so and give the setting under load
     and the quiet one, or the command that measures the quiet one."""
-    advice = facts.get("recommendation") or {}
-    if "verdict" not in advice:
+    advice = facts.get("recommendation")
+    if not advice:
         return []
     configs = {c["name"]: c for c in plan.measured(facts.get("configs") or [])}
     by_load = advice.get("by_load") or {}
@@ -234,7 +193,7 @@ def load_decides(facts, options):
     if quiet:
         when_quiet = "%s (measured in the quiet rounds)" % setting(quiet)
     else:
-        retry = rerun(options, "--budget", str(options.bounds["quiet_retry_budget_s"]))
+        retry = rerun(options, budget=options.bounds["quiet_retry"])
         when_quiet = ("not measured (fewer than two rounds were quiet, and the ranking can differ there): "
                       "rerun when quiet: %s" % retry)
     speedup = busy.get("ratio_to_baseline")
@@ -264,18 +223,19 @@ def bound_by(facts, options):
 
 def sampler_fix(facts, options, advice):
     """Parallel workers where they measured faster; else pyg-lib where it is missing; else a smaller fan-out."""
-    loader_line = next((line for line in advice.get("code", "").splitlines() if line.startswith("loader = ")), "")
+    from .advice import loader_line
+    spec, kwargs, threads = loader_spec(facts), advice.get("settings") or {}, advice.get("worker_threads") or 1
     checker = script_command("check_sampling_backends.py", "--require-neighbor-backend", python=python())
     has_pyg_lib = (facts.get("backend") or {}).get("pyg_lib")
-    if advice.get("settings", {}).get("num_workers"):
+    if kwargs.get("num_workers"):
         return "%s  # sample in parallel worker processes (measured faster)%s" % (
-            loader_line, "" if has_pyg_lib else "; pyg-lib samples faster than torch-sparse: " + checker)
+            loader_line(spec, kwargs, threads), "" if has_pyg_lib else "; pyg-lib samples faster than torch-sparse: "
+            + checker)
     if not has_pyg_lib:
         return "%s  # names the install command of pyg-lib, which samples faster than torch-sparse" % checker
-    hops = options.spec["num_neighbors"]
-    fewer = [max(1, hop // 2) if hop > 0 else hop for hop in hops]
-    return "%s  # fewer neighbours per hop, if the model's accuracy allows" % loader_line.replace(
-        "num_neighbors=%r" % list(hops), "num_neighbors=%r" % fewer)
+    fewer = [max(1, hop // 2) if hop > 0 else hop for hop in spec["num_neighbors"]]
+    return "%s  # fewer neighbours per hop, if the model's accuracy allows" % loader_line(
+        dict(spec, num_neighbors=fewer), kwargs, threads)
 
 
 def pairs(configs, differs):
@@ -285,8 +245,7 @@ def pairs(configs, differs):
         for base in ok:
             if base is variant:
                 continue
-            same = all(variant["settings"][k] == base["settings"][k] for k in variant["settings"]
-                       if k not in (differs, "affinity_cores"))
+            same = all(variant["settings"][k] == base["settings"][k] for k in variant["settings"] if k != differs)
             if same and variant["settings"][differs] != base["settings"][differs]:
                 yield variant, base
 
@@ -302,23 +261,13 @@ def threads_oversubscribed(facts, options):
     cores = len((facts.get("host") or {}).get("allowed_cores") or []) or None
     for variant, base in pairs(facts.get("configs") or [], "torch_threads"):
         fewer = variant["settings"]["torch_threads"] < base["settings"]["torch_threads"]
-        blocks = facts.get("blocks")
-        if fewer and (plan.wins(blocks, variant["name"], base["name"]) if blocks else plan.beats(variant, base)):
+        if fewer and plan.wins(facts.get("blocks") or [], variant["name"], base["name"]):
             threads = variant["settings"]["torch_threads"]
             evidence = dict(comparison(variant, base), threads=threads,
-                            base_threads=base["settings"]["torch_threads"], ranks=options.ranks,
+                            base_threads=base["settings"]["torch_threads"], ranks=facts["request"]["ranks"],
                             workers=base["settings"]["num_workers"], cores=cores)
             return [finding("loader-threads-oversubscribed", evidence,
                             fix="export OMP_NUM_THREADS=%d  # before Python starts, in every rank" % threads)]
-    return []
-
-
-def affinity_hurts(facts, options):
-    for variant, base in pairs(facts.get("configs") or [], "affinity"):
-        if variant["settings"]["affinity"] and plan.beats(base, variant):
-            evidence = dict(comparison(variant, base), loader_cores=variant["settings"].get("affinity_cores"))
-            return [finding("loader-affinity-hurts", evidence,
-                            fix="for batch in loader:  # iterate without `with loader.enable_cpu_affinity(...)`")]
     return []
 
 
@@ -353,7 +302,7 @@ def shm_too_small(facts, options):
     if graph.get("feature_bytes") and graph.get("num_edges"):
         # Workers get the graph's CSC in shared memory, and with filter_per_worker=True each batch's
         # features travel through it too; a bound from below is the shared CSC plus the features once.
-        need = options.ranks * (graph["feature_bytes"] + graph["num_edges"] * 16)
+        need = facts["request"]["ranks"] * (graph["feature_bytes"] + graph["num_edges"] * 16)
     small = shm is not None and need is not None and shm["free_bytes"] < need
     if not failed and not small:
         return []
@@ -366,4 +315,4 @@ def shm_too_small(facts, options):
 
 
 RULES = [no_backend, input_problem, stopped, config_failures, shm_too_small, budget_short, recommendation,
-         load_decides, bound_by, threads_oversubscribed, affinity_hurts, startup_unpaid]
+         load_decides, bound_by, threads_oversubscribed, startup_unpaid]
