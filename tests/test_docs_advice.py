@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 
+from support import warm_python
 from test_docs_references import REPO, SKILL, TROUBLESHOOTING, block_defining, read
 
 SCALING = os.path.join(REPO, "references", "scaling-and-backends.md")
@@ -24,14 +25,17 @@ DISTRIBUTED = os.path.join(REPO, "references", "distributed-workflows.md")
 CHILD_TIMEOUT = 240
 
 
-def measure(code, tmp_path, env_extra=None, args=()):
-    """Run `code` in a child interpreter; -> the JSON object on its last stdout line."""
+CHILD_ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
+
+
+def measure(code, tmp_path, args=()):
+    """Run `code` as its own process (forked from an interpreter that has imported torch and PyG already,
+    support/warm_python.py); -> the JSON object on its last stdout line."""
+    code = textwrap.dedent(code)
     script = tmp_path / "claim.py"
-    script.write_text(textwrap.dedent(code))
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
-    env.update(env_extra or {})
-    process = subprocess.run([sys.executable, str(script), *args], cwd=str(tmp_path), env=env,
-                             capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    script.write_text(code)
+    process = warm_python.shared(CHILD_ENV).run(script, tmp_path, args, timeout=CHILD_TIMEOUT,
+                                                fresh=warm_python.needs_fresh_interpreter(code))
     assert process.returncode == 0, process.stderr[-4000:]
     lines = [line for line in process.stdout.splitlines() if line.startswith("{")]
     assert lines, "no JSON from the claim; stdout:\n%s\nstderr:\n%s" % (process.stdout[-2000:], process.stderr[-2000:])

@@ -14,7 +14,7 @@ from test_docs_advice import DISTRIBUTED, SCALING, measure, squashed
 from test_docs_references import TROUBLESHOOTING, read
 
 SMALL_CLAIMS = """
-    import contextlib, inspect, io, json, torch
+    import contextlib, inspect, io, json, re, torch
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
     from torch_geometric.nn import GraphSAGE
@@ -92,6 +92,83 @@ SMALL_CLAIMS = """
         "benchmark_imports_tabulate": "from tabulate import tabulate" in inspect.getsource(benchmark),
         "legacy_names_pyg_lib_0_6": "pyg-lib>=0.6.0" in inspect.getsource(typing_module),
     }
+
+    # What sets a Dist loader's RPC timeout: passing rpc_timeout= fails; the attribute reaches the workers.
+    import warnings
+    import torch_geometric.distributed.dist_link_neighbor_loader as link_module
+    import torch_geometric.distributed.dist_loader as dist_loader_module
+    import torch_geometric.distributed.dist_neighbor_loader as node_module
+    import torch_geometric.distributed.dist_neighbor_sampler as sampler_module
+    from torch_geometric.distributed import (DistContext, DistLinkNeighborLoader, DistNeighborLoader,
+                                             LocalFeatureStore, LocalGraphStore)
+    for module in (link_module, node_module, sampler_module):  # the documented stack_level patch
+        module.warn = lambda message, category=None, stacklevel=1, stack_level=None, **kw: warnings.warn(
+            message, category, stacklevel=2)
+    stores = (LocalFeatureStore.from_data(node_id=torch.arange(10), x=torch.randn(10, 2)),
+              LocalGraphStore.from_data(edge_id=torch.arange(20), edge_index=torch.randint(0, 10, (2, 20)),
+                                        num_nodes=10))
+    ctx = DistContext(rank=0, global_rank=0, world_size=1, global_world_size=1, group_name='docs')
+    common = dict(num_neighbors=[2], master_addr='127.0.0.1', master_port=1, current_ctx=ctx, batch_size=2,
+                  num_workers=1)  # workers: RPC would start at iteration, so construction starts nothing
+    def build(cls, **extra):
+        data = dict(input_nodes=torch.arange(10)) if cls is DistNeighborLoader else dict(
+            edge_label_index=(None, torch.randint(0, 10, (2, 6))))  # a store pair: (edge type, index)
+        return cls(stores, **common, **data, **extra)
+    started = []
+    class Stop(Exception):
+        pass
+    def fake_init_rpc(**kwargs):
+        started.append(kwargs['rpc_timeout'])
+        raise Stop()
+    dist_loader_module.init_rpc = fake_init_rpc
+    loader = build(DistNeighborLoader)
+    default_timeout = loader.rpc_timeout
+    loader.rpc_timeout = 30
+    with contextlib.suppress(Stop):
+        loader.worker_init_fn(0)  # what each worker runs first
+    report['rpc_timeout'] = {
+        "node_loader": outcome(lambda: build(DistNeighborLoader, rpc_timeout=30)),
+        "link_loader": outcome(lambda: build(DistLinkNeighborLoader, rpc_timeout=30)),
+        "default": default_timeout, "worker_starts_rpc_with": started,
+        "in_signatures": [name for name in ('rpc_timeout',) for cls in (DistNeighborLoader, DistLinkNeighborLoader)
+                          if name in inspect.signature(cls.__init__).parameters],
+    }
+
+    # Subgraph loaders: status in this PyG, METIS here, and what each batch is.
+    import torch_geometric.typing as T
+    from torch_geometric.loader import (ClusterData, ClusterLoader, GraphSAINTRandomWalkSampler,
+                                        ShaDowKHopSampler)
+    torch.manual_seed(0)
+    graph = Data(x=torch.randn(200, 4), edge_index=torch.randint(0, 200, (2, 1200)), y=torch.randint(0, 3, (200,)))
+    def partition_op():
+        rowptr, col = torch.tensor([0, 1, 2]), torch.tensor([1, 0])
+        return torch.ops.torch_sparse.partition(rowptr, col, None, 2, False)
+    subgraphs = {"with_torch_sparse": T.WITH_TORCH_SPARSE, "with_metis_flag": T.WITH_METIS,
+                 "torch_sparse_partition": outcome(partition_op) if T.WITH_TORCH_SPARSE else 'absent',
+                 "cluster_data": outcome(lambda: ClusterData(graph, num_parts=4))}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        ClusterData._metis = lambda self, edge_index, num_nodes: torch.arange(num_nodes) % self.num_parts
+        parts = ClusterData(graph, num_parts=4)
+        batch = next(iter(ClusterLoader(parts, batch_size=2)))
+        owner = torch.cat([torch.full((int(n),), i) for i, n in enumerate(parts.partition.partptr.diff()[:2])])
+        subgraphs["cluster_batch"] = {"nodes": batch.num_nodes, "between_parts": bool(
+            (owner[batch.edge_index[0]] != owner[batch.edge_index[1]]).any())}
+        if T.WITH_TORCH_SPARSE:
+            saint = next(iter(GraphSAINTRandomWalkSampler(graph, batch_size=10, walk_length=2, num_steps=1,
+                                                          sample_coverage=5)))
+            subgraphs["saint_keys"] = sorted(k for k in ('node_norm', 'edge_norm') if k in saint)
+            shadow = next(iter(ShaDowKHopSampler(graph, depth=2, num_neighbors=3, batch_size=8)))
+            subgraphs["shadow"] = {"roots": shadow.root_n_id.numel(), "labels": shadow.y.numel()}
+        else:
+            subgraphs["saint"] = outcome(lambda: GraphSAINTRandomWalkSampler(graph, batch_size=10, walk_length=2))
+            subgraphs["shadow"] = outcome(lambda: ShaDowKHopSampler(graph, depth=2, num_neighbors=3))
+        subgraphs["store_pair"] = [outcome(lambda: ClusterData(stores, num_parts=2)),
+                                   outcome(lambda: GraphSAINTRandomWalkSampler(stores, batch_size=2, walk_length=1)),
+                                   outcome(lambda: ShaDowKHopSampler(stores, depth=1, num_neighbors=2))]
+    subgraphs["warnings"] = [str(w.message) for w in caught
+                             if re.search(r'Cluster|SAINT|ShaDow|deprecat', str(w.message), re.I)]
+    report['subgraph_loaders'] = subgraphs
     print(json.dumps(report))
 """
 
@@ -141,10 +218,45 @@ def test_claims_read_from_the_installed_sources(small_claims):
         "benchmark_imports_tabulate": True, "legacy_names_pyg_lib_0_6": True}
     distributed, trouble = squashed(DISTRIBUTED), squashed(TROUBLESHOOTING)
     # A Dist loader passes its own rpc_timeout to init_rpc, so init_rpc's default never applies there.
-    assert "a Dist loader's `rpc_timeout`, 180 s by default, bounds its RPC start and barrier" in distributed
+    assert "**The RPC timeout is `DistLoader`'s default, 180 s**" in distributed
     assert "240 s" not in distributed
     assert "torchrun sets it to 1 when starting several processes per node" in trouble
     assert "PyG names pyg-lib >= 0.6.0" in trouble and "0.7.0" not in trouble
+
+
+def test_the_dist_loaders_take_no_rpc_timeout_and_the_attribute_reaches_the_workers(small_claims):
+    """Issue 41, item 2: rpc_timeout= travels on to torch's DataLoader; what sets the timeout is DistLoader's
+    default, or the attribute a worker reads when it starts RPC."""
+    result = small_claims["rpc_timeout"]
+    refused = "TypeError: DataLoader.__init__() got an unexpected keyword argument 'rpc_timeout'"
+    assert result["node_loader"] == refused and result["link_loader"] == refused, result
+    assert result["default"] == 180 and result["worker_starts_rpc_with"] == [30] and result["in_signatures"] == []
+    distributed = squashed(DISTRIBUTED)
+    assert "take no `rpc_timeout=`" in distributed and "`%s`" % refused in distributed
+    assert "setting that attribute after construction changes it" in distributed
+    assert refused in squashed(TROUBLESHOOTING)
+
+
+def test_subgraph_loaders_status_needs_and_batches(small_claims):
+    """Issue 41, item 6: ClusterGCN, GraphSAINT and ShaDow in the tested PyG: no deprecation, METIS or
+    torch-sparse, and the batches the table describes."""
+    result = small_claims["subgraph_loaders"]
+    assert result["warnings"] == [], result
+    assert result["cluster_batch"]["between_parts"] is True  # k parts and the edges among them
+    assert not [outcome for outcome in result["store_pair"] if outcome == "ok"], result["store_pair"]
+    if result["with_torch_sparse"]:
+        assert result["saint_keys"] == ["edge_norm", "node_norm"]
+        assert result["shadow"] == {"roots": 8, "labels": 8}  # one subgraph per seed, read out at the root
+    else:
+        assert result["saint"].startswith("ImportError") and result["shadow"] == (
+            "ImportError: 'ShaDowKHopSampler' requires 'torch-sparse'"), result
+    if result["torch_sparse_partition"] == "RuntimeError: Not compiled with METIS support" \
+            and not result["with_metis_flag"]:  # the source build here: PyG hides the RuntimeError
+        assert result["cluster_data"] == "ImportError: 'ClusterData' requires either 'pyg-lib' or 'torch-sparse'"
+    scaling = squashed(SCALING)
+    assert "| ClusterGCN, GraphSAINT or ShaDow subgraph batches" in scaling
+    assert "with no deprecation warning" in scaling and "raises `Not compiled with METIS support`" in scaling
+    assert "None takes a store pair" in scaling
 
 
 def test_heterogeneous_edge_feats_keep_edge_time_per_edge_type(tmp_path):

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from conftest import ENABLE
+from support import warm_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "references", "examples")
@@ -29,10 +30,10 @@ def example(name):
     return os.path.join(EXAMPLES, name)
 
 
-def run_example(name, *args, cwd=None, python=sys.executable):
-    process = subprocess.run([python, example(name), *map(str, args)], cwd=cwd,
-                             capture_output=True, text=True, timeout=TIMEOUT,
-                             env=ENV)
+def run_example(name, *args, cwd=None):
+    """Run an example as `python NAME ARGS` would, as a process of its own forked from an interpreter that
+    has imported torch and PyG already (support/warm_python.py)."""
+    process = warm_python.shared(ENV).run(example(name), cwd or os.getcwd(), args, timeout=TIMEOUT)
     assert process.returncode == 0, process.stderr[-3000:]
     lines = process.stdout.strip().splitlines()
     assert len(lines) == 1, process.stdout
@@ -185,8 +186,40 @@ def test_resumable_epoch_ddp_killed_mid_epoch_resumes_each_batch_once(tmp_path):
     assert sorted(rank for rank, _, _ in resumed) == ["0", "1"], second.stderr[-3000:]
     assert all((epoch, step) != ("0", "0") for _, epoch, step in resumed), resumed
     report = json.loads(second.stdout.strip().splitlines()[-1])
-    assert report == {"epochs": 2, "steps_per_epoch": 7, "world_size": 2,
-                      "seeds_per_epoch": 224, "seen_once": True, "seen_twice_or_more": 0}
+    assert report == {"epochs": 2, "steps_per_epoch": 7, "world_size": 2, "seeds_per_epoch": 224,
+                      "seeds_left_out_per_epoch": 240 % (2 * 16), "seen_once": True, "seen_twice_or_more": 0}
+
+
+def load_example(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name[:-3], example(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("world_size, batch_size", [(2, 16), (3, 16), (4, 7), (3, 50)])
+def test_equal_shares_leave_the_remainder_out_and_padding_keeps_it(world_size, batch_size):
+    """Issue 41, item 4: num_seeds % (world_size * batch_size) seeds sit out of each epoch (16 of 240 with the
+    docstring's 2 ranks and batches of 16); pad=True trains every seed, repeating a few."""
+    sampler_class = load_example("resumable_epoch.py").ResumableSampler
+    seeds = 240
+    for pad in (False, True):
+        shares = [sampler_class(seeds, batch_size, seed=0, rank=rank, world_size=world_size, pad=pad)
+                  for rank in range(world_size)]
+        for epoch in (0, 1):
+            for share in shares:
+                share.set_epoch(epoch)
+            trained = [index for share in shares for index in share.indices]
+            assert len({len(share) for share in shares}) == 1  # the same steps on every rank
+            left_out = seeds - len(set(trained))
+            if pad:
+                assert left_out == 0 and len(trained) - seeds == -seeds % (world_size * batch_size)
+            else:
+                assert left_out == seeds % (world_size * batch_size) and len(trained) == len(set(trained))
+    text = " ".join(open(os.path.join(REPO, "references", "distributed-workflows.md")).read().split())
+    assert "`num_seeds % (world_size * batch_size)` seeds sit out (16 of 240 with 2 ranks and batches of 16" in text
+    assert "`ResumableSampler(..., pad=True)`" in text
 
 
 def test_resumable_epoch_under_elastic_torchrun_restarts_and_resumes(tmp_path):

@@ -514,7 +514,11 @@ def test_distributed_warn_patch_gets_past_construction(tmp_path):
                 (feature_store, graph_store), num_neighbors=[2, 2], master_addr='127.0.0.1',
                 master_port=rpc_port, current_ctx=ctx, input_nodes=feature_store.get_global_id(None),
                 batch_size=4, num_workers=0, async_sampling=False)
-            # Unpatched first: the constructor raises before it starts RPC, so the same ranks go on patched.
+            # Unpatched first (this file's patch block ran at import: undo it); the constructor raises before
+            # it starts RPC, so the same ranks go on patched.
+            import warnings
+            for module in (dist_sampler_module, dist_loader_module, dist_link_loader_module):
+                module.warn = warnings.warn
             try:
                 build()
                 say(f'rank {rank} unpatched constructed')

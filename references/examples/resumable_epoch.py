@@ -7,7 +7,9 @@ any moment leaves the last finished step on disk. The same Sampler works as `sam
 NeighborLoader (used when pyg-lib or torch-sparse is installed) or of a plain DataLoader.
 
 For the check only, the checkpoint also counts how often each seed was trained on; a run that
-resumes correctly ends with every seed counted once per epoch ("seen_once": true).
+resumes correctly ends with every seed an epoch uses counted once ("seen_once": true). Equal steps
+per rank leave NUM_NODES % (world_size * batch_size) seeds out of each epoch ("seeds_left_out_per_epoch");
+ResumableSampler(..., pad=True) keeps them by repeating the first few seeds of the epoch's order.
 
     python resumable_epoch.py CKPT_DIR --epochs 2               # kill it, run it again: resumes
     # Elastic: the worker exits hard once at step 3, torchrun restarts it, it resumes there.
@@ -42,16 +44,19 @@ class ResumableSampler(torch.utils.data.Sampler):
     iteration yields, so the loader is built once (NeighborLoader copies the edges when built).
     """
 
-    def __init__(self, num_seeds, batch_size, seed, rank=0, world_size=1):
+    def __init__(self, num_seeds, batch_size, seed, rank=0, world_size=1, pad=False):
         self.num_seeds, self.batch_size, self.seed = num_seeds, batch_size, seed
         self.rank, self.world_size = rank, world_size
-        self.steps = num_seeds // (world_size * batch_size)  # equal on every rank (drop_last)
+        per_step = world_size * batch_size
+        # Equal on every rank: drop the remainder, or (pad) fill the last step with repeated seeds.
+        self.steps = -(-num_seeds // per_step) if pad else num_seeds // per_step
         self.set_epoch(0)
 
     def set_epoch(self, epoch, start_step=0):
         generator = torch.Generator().manual_seed(self.seed + epoch)
         order = torch.randperm(self.num_seeds, generator=generator)
-        used = order[:self.steps * self.world_size * self.batch_size]
+        total = self.steps * self.world_size * self.batch_size
+        used = torch.cat([order, order[:max(0, total - self.num_seeds)]])[:total]
         share = used.view(self.steps, self.world_size, self.batch_size)
         self.indices = share[start_step:, self.rank].reshape(-1).tolist()
 
@@ -163,6 +168,7 @@ def main(argv=None):
         usable = sampler.steps * world_size * args.batch_size  # seeds used per epoch
         print(json.dumps({'epochs': args.epochs, 'steps_per_epoch': sampler.steps,
                           'world_size': world_size, 'seeds_per_epoch': usable,
+                          'seeds_left_out_per_epoch': NUM_NODES - usable,
                           'seen_once': bool(((counted == 0) | (counted == 1)).all()
                                             and (counted.sum(1) == usable).all()),
                           'seen_twice_or_more': int((counted > 1).sum())}))

@@ -10,7 +10,7 @@ fact may recur (one section cites another). Wheel facts are printed by
 import collections
 import re
 
-from test_docs_references import DOCS, prose, relative
+from support.docs_text import DOCS, prose, relative
 
 PACKAGES = (r"PyTorch|torch_geometric|torch-sparse|torch_sparse|torch-scatter|torch_scatter|torch-cluster|"
             r"pyg-lib|pyg_lib|torch|PyG|CUDA|cuDNN|NCCL|CPython|Python|glibc|cuGraph-PyG|cugraph-pyg|cuGraph|"
