@@ -26,7 +26,7 @@ run (tests/test_checker_interpreters.py runs it under 2.7, 3.6 and 3.7).
 import os
 import sys
 
-SCHEMA_VERSION = "2.1"  # sampling_checker.findings holds the same; tests check they agree
+SCHEMA_VERSION = "2.2"  # sampling_checker.findings holds the same; tests check they agree
 
 EXIT_USAGE = 2
 MIN_PYTHON = (3, 8)

@@ -23,7 +23,7 @@ import sys
 import pytest
 
 from support import fakes
-from conftest import CHECKER, ROOT, clean_env, invoke_checker, load_checker, pyenv_python
+from conftest import CHECKER, ROOT, clean_env, invoke_checker, load_checker, load_modules, pyenv_python
 
 PY_TAG = "cp%d%d" % sys.version_info[:2]
 LINUX_TAG = "%s-%s-linux_%s" % (PY_TAG, PY_TAG, platform.machine())
@@ -84,12 +84,16 @@ def install_fix(package, torch_build, python=sys.executable):
 
 
 def replay(document, edit, *flags):
-    """Diagnose a real run's facts after `edit(facts)` changed the facts this machine lacks."""
+    """Diagnose a real run's facts after `edit(facts)` changed the facts this machine lacks (the options as the
+    runner plans them, bounds included)."""
+    import time
     checker = load_checker()
     facts = copy.deepcopy({section: document[section] for section in checker.FACT_SECTIONS})
     edit(facts)
-    options = checker.build_parser().parse_args(list(flags))
-    return checker.diagnose(facts, options)
+    run = load_modules(["diagnostics_core.runner"]).Run(checker.SPEC, list(flags), time.time())
+    run.options = checker.SPEC.parser().parse_args(list(flags))
+    run.plan_time()
+    return checker.diagnose(facts, run.options)
 
 
 def one(findings, finding_id):
@@ -237,8 +241,9 @@ def test_checker_internal_error(tmp_path):
             "import sampling_checker.rules as rules\n"
             "def broken(facts, options):\n    raise KeyError('rule bug')\n"
             "rules.RULES = rules.RULES + (broken,)\n"
-            "from sampling_checker.cli import main\n"
-            "sys.exit(main(['--static-only']))" % (str(CHECKER), str(CHECKER.parent)))
+            "from diagnostics_core import runner\n"
+            "from sampling_checker.cli import SPEC\n"
+            "sys.exit(runner.main(SPEC, ['--static-only']))" % (str(CHECKER), str(CHECKER.parent)))
     completed = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True, timeout=120,
                                env=clean_env())
     document = json.loads(completed.stdout)
@@ -627,59 +632,8 @@ def test_pyg_defects_are_keyed_on_the_source_not_guessed(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Distributed launch environment (never a socket)
+# Distributed launch environment (never a socket); the other launch rules: tests/fast/test_checker_rules.py
 # ---------------------------------------------------------------------------
-
-@pytest.mark.finding("launch-env-invalid")
-def test_launch_values_not_valid():
-    found = static_run(None, extra={"WORLD_SIZE": "two", "MASTER_ADDR": "node0",
-                                    "MASTER_PORT": "70000"}).only("launch-env-invalid")
-    assert found["severity"] == "error"
-    assert found["evidence"]["invalid"] == {"WORLD_SIZE": "two", "MASTER_PORT": "70000"}
-    assert found["fix"] == "unset or correct them, e.g.: unset MASTER_PORT WORLD_SIZE"
-
-
-@pytest.mark.finding("launch-rank-out-of-range")
-def test_rank_not_below_world_size():
-    found = static_run(None, extra={"RANK": "4", "WORLD_SIZE": "4"}).only("launch-rank-out-of-range")
-    assert found["severity"] == "error"
-    assert found["evidence"] == {"RANK": {"RANK": 4, "WORLD_SIZE": 4}}
-    assert found["fix"].startswith("let the launcher set ranks: torchrun")
-
-
-@pytest.mark.finding("launch-local-rank-no-device")
-def test_local_rank_past_visible_gpus():
-    # Replayed: the launch facts are real, the two GPUs are not.
-    result = static_run(None, "--full", extra={"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4"})
-    assert "launch-local-rank-no-device" not in result.ids()  # no GPU here: nothing to point past
-
-    def two_gpus(facts):
-        facts["cuda"] = {"device_count": 2}
-    found = one(replay(result.json, two_gpus), "launch-local-rank-no-device")
-    assert found["severity"] == "error"
-    assert found["evidence"]["LOCAL_RANK"] == 3 and found["evidence"]["visible_devices"] == 2
-    assert "torchrun --nproc_per_node 2" in found["fix"]
-
-
-@pytest.mark.finding("launch-master-incomplete")
-def test_master_addr_without_port():
-    found = static_run(None, extra={"MASTER_ADDR": "node0"}).only("launch-master-incomplete")
-    assert found["severity"] == "error"
-    assert found["evidence"]["missing"] == "MASTER_PORT"
-    assert found["fix"] == "export MASTER_PORT=29500"
-
-
-@pytest.mark.finding("launch-torchrun-slurm-mismatch")
-def test_torchrun_and_slurm_variables_disagree():
-    plain = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "77", "RANK": "1", "WORLD_SIZE": "4"}
-    found = static_run(None, extra=plain).only("launch-torchrun-slurm-mismatch")
-    assert found["severity"] == "warning"
-    assert found["evidence"] == {"RANK": {"RANK": 1, "SLURM_PROCID": 0}}
-    assert "export RANK=$SLURM_PROCID" in found["fix"]
-    # torchrun inside an allocation renumbers ranks on purpose.
-    under_torchrun = static_run(None, extra=dict(plain, TORCHELASTIC_RUN_ID="job"))
-    assert "launch-torchrun-slurm-mismatch" not in under_torchrun.ids()
-
 
 @pytest.mark.finding("launch-backend-unavailable")
 def test_nccl_requested_on_a_build_without_it(real_full):
@@ -691,19 +645,6 @@ def test_nccl_requested_on_a_build_without_it(real_full):
     assert found["evidence"]["requested"] == "nccl"
     assert "gloo" in found["evidence"]["available"]
     assert found["fix"].startswith("use init_process_group(backend='gloo') here")
-
-
-@pytest.mark.finding("launch-socket-ifname-missing")
-def test_socket_interface_that_does_not_exist():
-    if not os.path.isdir("/sys/class/net"):
-        pytest.skip("interfaces are read from /sys/class/net (Linux)")
-    result = static_run(None, extra={"GLOO_SOCKET_IFNAME": "nosuch0"})
-    found = result.only("launch-socket-ifname-missing")
-    assert found["severity"] == "error"
-    assert found["evidence"]["GLOO_SOCKET_IFNAME"]["absent"] == ["nosuch0"]
-    assert found["evidence"]["interfaces"] == sorted(os.listdir("/sys/class/net"))
-    real = sorted(os.listdir("/sys/class/net"))[0]
-    assert "launch-socket-ifname-missing" not in static_run(None, extra={"GLOO_SOCKET_IFNAME": real}).ids()
 
 
 # ---------------------------------------------------------------------------
@@ -720,55 +661,6 @@ def test_affinity_narrower_than_the_machine():
     assert found["severity"] == "info"
     assert found["evidence"]["allowed"] == {"count": 1, "cpus": str(first)}
     assert found["evidence"]["logical_cores"] == os.cpu_count()
-
-
-def usable_cores():
-    """What the checker counts as allowed cores; it inherits this process's affinity."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-@pytest.mark.finding("cpu-threads-unset")
-def test_omp_num_threads_unset():
-    result = static_run(None, drop=("OMP_NUM_THREADS",), extra={"LOCAL_WORLD_SIZE": "2"})
-    found = result.only("cpu-threads-unset")
-    allowed = usable_cores()
-    assert found["severity"] == "info"
-    assert found["evidence"]["local_processes"] == 2
-    assert found["fix"] == "export OMP_NUM_THREADS=%d" % max(1, allowed // 2)
-
-
-@pytest.mark.finding("cpu-threads-invalid")
-def test_omp_num_threads_zero_or_not_a_number():
-    allowed = usable_cores()
-    for value in ("0", "four"):
-        found = static_run(None, extra={"OMP_NUM_THREADS": value}).only("cpu-threads-invalid")
-        assert found["severity"] == "warning"
-        assert found["evidence"]["invalid"] == {"OMP_NUM_THREADS": value}
-        assert found["fix"] == "export OMP_NUM_THREADS=%d" % allowed
-
-
-@pytest.mark.finding("cpu-threads-oversubscribed")
-def test_threads_times_processes_exceed_cores():
-    allowed = usable_cores()
-    result = static_run(None, extra={"OMP_NUM_THREADS": str(allowed), "LOCAL_WORLD_SIZE": "2"})
-    found = result.only("cpu-threads-oversubscribed")
-    assert found["severity"] == "warning"
-    assert found["evidence"] == {"OMP_NUM_THREADS": allowed, "local_processes": 2, "allowed_cores": allowed}
-    assert found["fix"] == "export OMP_NUM_THREADS=%d" % max(1, allowed // 2)
-    fitting = static_run(None, extra={"OMP_NUM_THREADS": "1", "LOCAL_WORLD_SIZE": "2"})
-    assert "cpu-threads-oversubscribed" not in fitting.ids()
-
-
-@pytest.mark.finding("cpu-numa-multi-node")
-def test_several_numa_nodes(real_static):
-    # Replayed: this machine has one NUMA node (or none in sysfs).
-    def two_nodes(facts):
-        facts["cpu"]["numa_nodes"] = [{"node": 0, "cpus": "0-15"}, {"node": 1, "cpus": "16-31"}]
-    found = one(replay(real_static.json, two_nodes), "cpu-numa-multi-node")
-    assert found["severity"] == "info"
-    assert found["evidence"]["numa_nodes"][1] == {"node": 1, "cpus": "16-31"}
-    numa = real_static.json["cpu"]["numa_nodes"] or []
-    assert ("cpu-numa-multi-node" in real_static.ids()) == (len(numa) > 1)
 
 
 # ---------------------------------------------------------------------------

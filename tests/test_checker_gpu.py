@@ -283,34 +283,7 @@ def test_visible_devices_by_uuid_prefix_and_mig_instance(host, cuda_python):
     assert by_mig.json["cuda"]["available"] is True
 
 
-@pytest.mark.parametrize("value, visible, reason", [
-    ("1gpu,0", [1, 0], None),                       # CUDA reads entries like strtoul
-    (" 2 , 3", [2, 3], None),
-    ("GPU-5eed000", [], "ambiguous UUID prefix"),    # a prefix of all four UUIDs
-    ("0,1,0", [], "repeats an earlier entry"),
-    ("MIG-5eed", [], "no GPU has MIG instances"),
-    ("2,x,3", [2], "neither a device index nor a GPU-/MIG- UUID"),
-])
-def test_visible_devices_read_as_cuda_reads_them(value, visible, reason):
-    from test_checker_diagnoses import load_checker
-    devices = [{"index": i, "uuid": fake_nvml.uuid(i)} for i in range(4)]
-    resolved = load_checker().resolve_visible_devices(value, devices)
-    assert [v["index"] for v in resolved["visible"]] == visible
-    assert (resolved["unmatched"][-1]["reason"].startswith(reason) if reason else resolved["unmatched"] == [])
-
-
-@pytest.mark.parametrize("capability, arch_list, runs", [
-    (89, ["sm_80", "sm_86"], True),    # L4/RTX 4090: sm_86 code runs on later 8.x
-    (87, ["sm_80", "sm_86"], False),   # Jetson Orin runs only sm_87 code
-    (121, ["sm_120"], True),
-    (103, ["sm_100"], True),
-    (90, ["sm_80", "sm_86"], False),   # a cubin never crosses a major
-    (90, ["sm_80", "compute_80"], True),  # PTX is JIT-compiled for later GPUs
-    (70, ["sm_75", "sm_80"], False),
-])
-def test_which_gpus_an_arch_list_covers(capability, arch_list, runs):
-    from test_checker_diagnoses import load_checker
-    assert load_checker().arch_flags_cover(arch_list, capability) is runs
+# How CUDA reads CUDA_VISIBLE_DEVICES and which arch lists cover which GPU: tests/fast/test_checker_gpu_facts.py
 
 
 @pytest.mark.finding("nvml-init-failed")

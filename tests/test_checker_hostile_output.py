@@ -2,6 +2,8 @@
 seen in the default (compact) document an agent reads (issue 32, classes 4 and 6)."""
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -69,3 +71,35 @@ def test_the_compact_document_still_says_what_nvml_reported(nvml, tmp_path):
     assert [entry["entry"] for entry in cuda["visible_devices"]["unmatched"]] == [visible.split(",")[0]]
     assert cuda["visible_devices"]["ignored"] == ["-1"]
     assert "nvml-devices-capped" in result.ids()
+
+
+@pytest.mark.parametrize("name, runs", [("x$(:>MARKER)y", (["--static-only"], [])),
+                                        ("a;:>MARKER;b'q'\"d\"`:>MARKER`", (["--static-only"],))],
+                         ids=["substitution", "semicolon-quotes-backticks"])
+def test_fixes_built_from_a_hostile_interpreter_path_run_nothing_from_it(tmp_path, name, runs):
+    """--python at a real venv whose path holds $(...), ;, quotes or backticks (balanced, so that a path pasted
+    unquoted would run them): every fix printed, run as an agent pastes it (bash, PATH empty, another folder)
+    with that interpreter replaced by a stub, creates no MARKER."""
+    from conftest import make_linked_venv
+    venv = make_linked_venv(tmp_path / "venv").parent.parent
+    hostile = tmp_path / name  # venv refuses such a path: the same venv, by symlinks
+    (hostile / "bin").mkdir(parents=True)
+    (hostile / "pyvenv.cfg").write_text((venv / "pyvenv.cfg").read_text())
+    (hostile / "lib").symlink_to(venv / "lib")
+    python = hostile / "bin" / "python"
+    python.symlink_to(venv / "bin" / "python")
+    seen = {}
+    for args in runs:
+        result = invoke_checker("--python", python, *args, detail="full")
+        assert result.json["python"]["executable"] == str(python), result.stderr
+        seen.update((f["fix"], f["id"]) for f in result.json["findings"] if f["fix"])
+    assert [fix for fix in seen if shlex.quote(str(python)) in fix]  # the fixes do name it, as one word
+    python.unlink()
+    python.write_text("#!/bin/sh\nexit 0\n")  # a fix that runs the interpreter runs nothing of the user's
+    python.chmod(0o755)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for fix, finding_id in seen.items():
+        subprocess.run([shutil.which("bash"), "-c", fix], cwd=str(elsewhere),
+                       env={"PATH": str(tmp_path / "no-commands")}, capture_output=True, timeout=30)
+        assert not (elsewhere / "MARKER").exists() and not (tmp_path / "MARKER").exists(), (finding_id, fix)

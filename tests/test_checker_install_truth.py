@@ -57,51 +57,7 @@ def named_packages(line):
     return names
 
 
-# ---------------------------------------------------------------------------
-# The table itself
-# ---------------------------------------------------------------------------
-
-def test_every_row_has_a_source_a_date_and_known_variants():
-    seen = set()
-    for dist, minor, variants, source, date in checker.WHEEL_ROWS:
-        assert dist in checker.WHEEL_PLATFORMS, dist
-        assert (dist, minor) not in seen, ("two rows for", dist, minor)
-        seen.add((dist, minor))
-        assert re.fullmatch(r"\d+\.\d+", minor)
-        assert source and (source.startswith("unknown") or re.search(r"[\w-]+/[\w-]+", source)), source
-        assert re.fullmatch(r"20\d\d-\d\d-\d\d", date) and date <= checker.WHEEL_TABLE_DATE, date
-        # None: no source says; (): a source says there is none; else real CUDA variant names.
-        assert variants is None or all(re.fullmatch(r"cpu|cu1\d\d", v) for v in variants), variants
-        if variants is None:
-            assert source.startswith("unknown"), (dist, minor, "an unknown row says so")
-    for dist in checker.WHEEL_PLATFORMS:
-        for minor in ("2.9", "2.10", "2.11", "2.12", "2.13", "2.14"):
-            assert (dist, minor) in seen, ("no row", dist, minor)
-
-
-def test_the_table_holds_the_public_facts_of_issue_12():
-    status = checker.wheel_status
-    # rusty1s/pytorch_scatter#513: torch-scatter wheels stop at torch 2.12.
-    assert status("torch-scatter", "2.12", "cu130", "linux-x86_64", (3, 11, 0))["wheel"] is True
-    assert status("torch-scatter", "2.13", "cpu", "linux-x86_64", (3, 11, 0))["wheel"] is False
-    assert status("torch-scatter", "2.14", "cu130", "linux-x86_64", (3, 11, 0))["wheel"] is False
-    # pyg-lib 0.8.0 added torch 2.13; 0.9.0 torch 2.14; no cu128 wheels for either.
-    assert status("pyg-lib", "2.13", "cpu", "linux-x86_64", (3, 11, 0))["wheel"] is True
-    assert status("pyg-lib", "2.14", "cu130", "linux-x86_64", (3, 11, 0))["wheel"] is True
-    assert status("pyg-lib", "2.13", "cu128", "linux-x86_64", (3, 11, 0))["wheel"] is False
-    assert status("pyg-lib", "2.13", "cpu", "linux-x86_64", (3, 9, 0))["wheel"] is False
-    # No source says either way for torch-sparse after 2.12: unknown, never named in a fix.
-    assert status("torch-sparse", "2.13", "cpu", "linux-x86_64", (3, 11, 0))["wheel"] is None
-    assert checker.newest_torch_with_wheels("cu130", "linux-x86_64", (3, 11, 0)) == ("2.12", "2.12.1")
-    assert checker.newest_torch_with_wheels("cu128", "linux-x86_64", (3, 11, 0)) == ("2.11", "2.11.0")
-
-
-def test_torch_install_command_pins_the_cuda_build():
-    # `torch==2.13.0` alone is satisfied by an installed 2.13.0+cpu: the tag must be in the pin.
-    assert checker.torch_install_command("2.13.0", "cu130") == (
-        "python -m pip install torch==2.13.0+cu130 --index-url https://download.pytorch.org/whl/cu130")
-    assert checker.torch_install_command("2.12.1", "cpu", "py", "darwin-arm64") == "py -m pip install torch==2.12.1"
-
+# The table itself (its rows, lookups and install lines): tests/fast/test_checker_wheel_table.py
 
 # ---------------------------------------------------------------------------
 # The docs agree with the table

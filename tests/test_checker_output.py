@@ -6,7 +6,9 @@ import os
 import shlex
 import sys
 
-from conftest import (CHECKER, ROOT, clean_env, invoke_checker, load_schema, make_linked_venv, plain_run,
+import pytest
+
+from conftest import (CHECKER, ROOT, invoke_checker, load_schema, make_linked_venv, plain_run,
                       validate)
 from support.helpers import BACKENDS
 
@@ -16,7 +18,7 @@ def test_help_schema_and_docs_say_what_ok_and_each_exit_code_mean(run_checker, o
     assert '"ok" is true when there is no finding of severity error, no failed gate and' in text
     assert '"ok": false with exit 0 means' in text
     assert output_schema["properties"]["ok"]["description"] == "no error finding, no failed gate, no internal error"
-    assert output_schema["properties"]["exit_code"]["enum"] == [0, 1, 2, 3]
+    assert output_schema["properties"]["exit_code"]["enum"] == [0, 1, 2, 3, 130, 143]  # 128 + SIGINT, SIGTERM
     assert "incomplete" in output_schema["properties"]["status"]["enum"]
     assert "MAJOR changes when a key" in output_schema["description"]
     skill = (ROOT / "SKILL.md").read_text()
@@ -27,8 +29,14 @@ def full_probe(*args, python=None):
     return invoke_checker(*args, python=python, detail="compact")
 
 
-def test_compact_json_fits_agent_harnesses_and_full_keeps_the_bulk(neighbor_backend):
-    compact = full_probe()
+@pytest.fixture(scope="module")
+def compact_probe():
+    """One full probe of the test interpreter, the default (compact) document: shared by the tests that read it."""
+    return full_probe()
+
+
+def test_compact_json_fits_agent_harnesses_and_full_keeps_the_bulk(compact_probe, neighbor_backend):
+    compact = compact_probe
     assert compact.returncode == 0
     assert compact.json["sampling"]["neighbor_backend"] is not None  # a typical working environment
     assert len(compact.stdout) <= 10000, len(compact.stdout)
@@ -40,9 +48,8 @@ def test_compact_json_fits_agent_harnesses_and_full_keeps_the_bulk(neighbor_back
     assert not any("ops" in entry for entry in compact.json["extensions"].values())
 
 
-def test_compact_json_without_a_backend_also_fits():
-    result = full_probe()
-    assert len(result.stdout) <= 10000, len(result.stdout)
+def test_compact_json_without_a_backend_also_fits(compact_probe):
+    assert len(compact_probe.stdout) <= 10000, len(compact_probe.stdout)
 
 
 def test_markdown_report_is_short_redacted_and_has_versions_and_fixes(tmp_path):
@@ -57,19 +64,13 @@ def test_markdown_report_is_short_redacted_and_has_versions_and_fixes(tmp_path):
     home, host = os.path.expanduser("~"), os.uname().nodename
     assert home not in report and host not in report
     assert "redacted" in report
-    unredacted = plain_run([sys.executable, CHECKER, "--format", "markdown", "--no-redact"], cwd=tmp_path).stdout
+    unredacted = plain_run([sys.executable, CHECKER, "--static-only", "--format", "markdown", "--no-redact"],
+                           cwd=tmp_path).stdout  # redaction is the same for either mode: the cheaper one
     assert sys.executable in unredacted
 
 
-def test_markdown_redacts_job_node_lists_and_master_addr(tmp_path):
-    env = clean_env({"SLURM_JOB_NODELIST": "gpu-node[017-019]", "MASTER_ADDR": "gpu-node017.cluster.example",
-                     "MASTER_PORT": "29500"})
-    report = plain_run([sys.executable, CHECKER, "--static-only", "--format", "markdown"], env=env).stdout
-    assert "gpu-node" not in report and "cluster.example" not in report
-
-
-def test_a_normal_run_ends_with_a_one_screen_summary_on_stderr():
-    result = full_probe()
+def test_a_normal_run_ends_with_a_one_screen_summary_on_stderr(compact_probe):
+    result = compact_probe
     summary = result.stderr.split("check_sampling_backends: %s (exit" % result.json["status"], 1)
     assert len(summary) == 2, result.stderr
     assert len(summary[1].splitlines()) <= 20

@@ -8,6 +8,7 @@ import pytest
 
 from support import fakes, hostile_fakes as hostile
 from conftest import clean_env
+from diagnostics_core.runner import SCRATCH_PREFIX  # the run's scratch folder, under the temp dir
 STORE = "check_store_contract.py"
 
 
@@ -42,7 +43,7 @@ def test_main_checker_is_read_only_under_strace(tmp_path, temp_state):
 
 # The store checker's own folder under the temp dir (the runner's scratch: what the stores and the loader
 # worker write to the temp dir goes there and is removed with it), made and removed by the checker itself.
-SCRATCH = re.compile(r'\b(mkdir|rmdir)\("[^"]*/scalable-distributed-check_store_contract-[A-Za-z0-9_]+"[,)]')
+SCRATCH = re.compile(r'\b(mkdir|rmdir)\("[^"]*/%s[A-Za-z0-9_]+"[,)]' % SCRATCH_PREFIX)
 
 
 def beside_the_scratch(problems, temp):

@@ -162,8 +162,7 @@ def require_torch_stack(tool, finding_id, extra=()):
 
 def stack_fix(missing, extra=()):
     """Install what is missing into this interpreter (torch's CPU build), or use the training one."""
-    from . import wheels
-    from .text import quote
+    from . import command, wheels
     notes = []
     if "torch" in missing:
         if sys.version_info[:2] < wheels.TORCH_PIN_NEEDS_PYTHON:
@@ -171,9 +170,9 @@ def stack_fix(missing, extra=()):
                 (wheels.TORCH_PIN,) + wheels.TORCH_PIN_NEEDS_PYTHON + tuple(sys.version_info[:2])))
         checker = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "check_sampling_backends.py")
-        notes.append("torch's CPU build; a GPU machine's line: python3 %s" % quote(checker))
+        notes.append("torch's CPU build; a GPU machine's line: %s" % command.line("python3", checker))
     notes.append("or run this tool with the interpreter of the training environment")
-    return "%s  # %s" % (wheels.stack_install_command(quote(sys.executable), missing, extra), "; ".join(notes))
+    return "%s  # %s" % (wheels.stack_install_command(sys.executable, missing, extra), "; ".join(notes))
 
 
 def start_child(options_text):

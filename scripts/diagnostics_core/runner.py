@@ -154,7 +154,7 @@ class Run(object):
 
     # --- stderr ------------------------------------------------------------------------------------
     def say(self, text):
-        """One progress line on stderr, prefixed with the tool's name; names redacted in markdown mode."""
+        """One progress line on stderr, prefixed with the tool's name; names redacted when the markdown is."""
         from .markdown import stderr_line
         stderr_line("%s: %s" % (self.spec.tool.name, text), self.redactions)
 
@@ -212,7 +212,8 @@ def prepare(run):
     if answered is not None:
         return answered
     if getattr(run.options, "format", None) == "markdown" and getattr(run.options, "no_redact", True) is False:
-        # a tool whose markdown hides names declares --no-redact (cli.make_parser's `redacted`)
+        # a tool whose markdown hides names declares --no-redact (cli.make_parser's `redacted`): its stderr
+        # lines hide them too
         from .markdown import private_names
         run.redactions = private_names()
     for answer in spec.answers:
@@ -318,8 +319,6 @@ def emit(document, run):
     from .text import write_json, write_text
     options = run.options
     if getattr(options, "format", "json") == "markdown" and run.spec.markdown is not None:
-        from .markdown import redact
-        text = run.spec.markdown(document, options)
-        write_text(redact(text, run.redactions) if run.redactions else text)
+        write_text(run.spec.markdown(document, options))  # a tool that hides names in it does so itself
     else:
         write_json(document, getattr(options, "pretty", False))

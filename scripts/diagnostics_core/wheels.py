@@ -5,6 +5,8 @@ cluster compare and `check_sampling_backends.py --wheels`."""
 
 import re
 
+from .command import line
+
 
 def parse_version(text):
     """'2.13.0+cpu' -> (2, 13, 0); unparsable parts become 0."""
@@ -42,6 +44,13 @@ WHEEL_TABLE_DATE = "2026-12-01"  # when the rows were last checked against their
 
 
 WHEEL_INDEX = "https://data.pyg.org/whl/torch-{torch}+{variant}.html"
+
+
+# Where that pattern comes from, and when it was last compared with the source (a fix for a missing pyg-lib
+# names both): nothing here fetches the index, so that the URL serves wheels is cited, not tested.
+WHEEL_INDEX_SOURCE = ("pyg-team/pyg-lib README and release notes 0.9.0: "
+                      "pip install pyg-lib -f https://data.pyg.org/whl/torch-${TORCH}+${CUDA}.html")
+WHEEL_INDEX_CHECKED = "2026-12-05"
 
 
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
@@ -228,28 +237,31 @@ def pip_name(dist):
     return dist.replace("-", "_")  # the names PyG's wheel index lists
 
 
-def pip_command(python, args, uv=False):
-    """`python -m pip ARGS`; uv=True: `uv pip VERB --python python ...`, for a venv uv made without pip."""
+def pip_command(python, words, uv=False):
+    """`python -m pip WORDS`; uv=True: `uv pip VERB --python python ...`, for a venv uv made without pip.
+    `python` is the interpreter's path as it is (each word is quoted here)."""
+    words = list(words)
     if uv:
-        verb, _, rest = args.partition(" ")
-        if verb == "uninstall" and rest.startswith("-y "):
-            rest = rest[len("-y "):]  # uv never asks, and uv before astral-sh/uv#19082 (2026-04-20) refuses -y
-        return "uv pip %s --python %s %s" % (verb, python, rest)
-    return "%s -m pip %s" % (python, args)
+        verb, rest = words[0], words[1:]
+        if verb == "uninstall" and rest[:1] == ["-y"]:
+            rest = rest[1:]  # uv never asks, and uv before astral-sh/uv#19082 (2026-04-20) refuses -y
+        return line("uv", "pip", verb, "--python", python, rest)
+    return line(python, "-m", "pip", words)
 
 
 def wheel_command(python, dists, index_url, reinstall=False, uv=False):
     """The wheel install line; --only-binary makes a missing wheel fail fast instead of compiling."""
-    flags = "--force-reinstall --no-deps --no-cache-dir " if reinstall else ""
-    return pip_command(python, "install %s--only-binary=:all: %s -f %s" % (
-        flags, " ".join(pip_name(d) for d in dists), index_url), uv)
+    flags = ["--force-reinstall", "--no-deps", "--no-cache-dir"] if reinstall else []
+    return pip_command(python, ["install"] + flags + ["--only-binary=:all:"] + [pip_name(d) for d in dists]
+                       + ["-f", index_url], uv)
 
 
 def source_build_command(python, dists, uv=False):
     """Rebuild from PyPI's sdists, in build order, ignoring pip's wheel cache (it may hold a wheel
     built against the torch installed earlier, which pip would reinstall unchanged)."""
     wanted = set(dists)
-    return " && ".join(pip_command(python, "install %s %s==%s" % (SOURCE_BUILD_FLAGS, dist, version), uv)
+    return " && ".join(pip_command(python, ["install"] + SOURCE_BUILD_FLAGS.split() + ["%s==%s" % (dist, version)],
+                                   uv)
                        for dist, version in SOURCE_BUILDS if dist in wanted)
 
 
@@ -262,15 +274,16 @@ def source_build_time(dists):
 
 
 def torch_install_command(release, variant, python="python", platform_name="linux-x86_64", uv=False):
-    """The exact line that installs torch `release` (e.g. '2.12.1') built for `variant` (cpu, cu126, ...).
+    """The exact line that installs torch `release` (e.g. '2.12.1') built for `variant` (cpu, cu126, ...);
+    `python` as it is (every word is quoted here).
 
     The local tag (+cu130) is part of the pin: `torch==2.13.0` alone is already satisfied by an
     installed 2.13.0+cpu, so pip would keep the wrong build. macOS wheels have no tag and come from PyPI.
     """
     if platform_name.startswith("darwin"):
-        return pip_command(python, "install torch==%s" % release, uv)
-    return pip_command(python, "install torch==%s+%s --index-url %s" % (release, variant,
-                                                                        TORCH_INDEX.format(variant=variant)), uv)
+        return pip_command(python, ["install", "torch==%s" % release], uv)
+    return pip_command(python, ["install", "torch==%s+%s" % (release, variant), "--index-url",
+                                TORCH_INDEX.format(variant=variant)], uv)
 
 
 def stack_install_command(python, missing, extra=(), platform_name=None):
@@ -282,7 +295,7 @@ def stack_install_command(python, missing, extra=(), platform_name=None):
     parts = []
     if "torch" in missing:
         parts.append(torch_install_command(TORCH_PIN, "cpu", python, platform_name))
-    parts.append(pip_command(python, " ".join(("install", "torch_geometric") + tuple(extra))))
+    parts.append(pip_command(python, ("install", "torch_geometric") + tuple(extra)))
     return " && ".join(parts)
 
 

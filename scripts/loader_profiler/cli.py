@@ -297,7 +297,14 @@ def summary(document, run):
         run.say(line)
 
 
+def markdown(document, options):
+    """The report to paste: user, home and host names hidden unless --no-redact."""
+    from diagnostics_core.markdown import private_names, redact
+    text = render.markdown(document, redacted=not options.no_redact)
+    return text if options.no_redact else redact(text, private_names())
+
+
 SPEC = runner.Spec(TOOL, build_parser, gather, render.render, rules=RULES, gates=gates, check=check_combination,
                    needs=("torch", "torch_geometric", "psutil"), stack_missing_id="loader-stack-missing",
                    budget="budget", stages=STAGES, meta=meta, summary=summary, interrupted=interrupted,
-                   markdown=lambda document, options: render.markdown(document, redacted=not options.no_redact))
+                   markdown=markdown)

@@ -107,7 +107,8 @@ def config_table(document, request, graph):
 
 
 def markdown(document, redacted=True):
-    """The report to paste; `redacted`: the runner hides user, home and host names in it, and it says so."""
+    """The report to paste; `redacted`: it says that user, home and host names are hidden (cli.markdown hides
+    them)."""
     tool = document["tool"]
     request = document.get("request") or {}
     graph = document.get("graph") or {}

@@ -7,7 +7,7 @@ from .install import install_facts
 from .probe import nvml_library, step_data, step_outcome
 
 
-def assemble_facts(static, probe, python, options):
+def assemble_facts(static, probe, python):
     results = probe["results"] if probe else {}
     facts = dict(static)
     facts["probe"] = None

@@ -1,10 +1,12 @@
-"""The checker's command line. Metadata commands (--help, --list-findings, --schema, --explain)
-import nothing beyond this module and the shared library; the probe's modules load only for a run."""
+"""The checker's command line and its Spec (what diagnostics_core.runner runs). Metadata commands (--help,
+--list-findings, --schema, --explain, --wheels with a value) import nothing beyond this module and the shared
+library: the probe, rules and rendering load only for a run (the Spec's functions import them when called)."""
 
+import importlib
 import sys
-import time
 
 from diagnostics_core import cli as shared_cli
+from diagnostics_core import runner
 from diagnostics_core.cli import UsageError
 from diagnostics_core.contract import EXIT_OK
 from .findings import TOOL, checker_command
@@ -84,9 +86,10 @@ examples:
 
 DESCRIPTION = """\
 Probe Python, torch, CUDA, torch.distributed, PyG and its compiled extensions
-(pyg-lib, torch-sparse, torch-scatter, ...) and print one JSON document with
-facts and findings (each with evidence, an exact fix and a docs anchor). Run it
-before debugging a PyG scaling job.
+(pyg-lib, torch-sparse, torch-scatter, ...) and the limits a container or a
+scheduler's cgroup sets (/dev/shm, CPU quota, memory limit, open files), and
+print one JSON document with facts and findings (each with evidence, an exact
+fix and a docs anchor). Run it before debugging a PyG scaling job.
 """
 
 
@@ -129,7 +132,8 @@ def build_parser():
     return parser
 
 
-def refuse_gates_without_probe(options):
+def check(parser, options):
+    """A --require-* gate is decided by importing and smoke-testing: --static-only cannot decide it."""
     asked = []
     if options.require_neighbor_backend:
         asked.append("--require-neighbor-backend")
@@ -147,42 +151,33 @@ def refuse_gates_without_probe(options):
                          fix=checker_command(*asked))
 
 
-def main(argv=None):
-    started = time.time()
-    options = None
-    try:
-        options = build_parser().parse_args(argv)
-        if options.schema:
-            from diagnostics_core.text import write_json
-            from .schema import json_schema
-            write_json(json_schema(), True)
-            return EXIT_OK
-        answered = shared_cli.metadata_command(TOOL, options)
-        if answered is not None:
-            return answered
-        if options.wheels is not None:
-            return wheels_command(options)
-        refuse_gates_without_probe(options)
-    except UsageError as error:
-        return refuse(error, options, started)
-    from .run import run
-    return run(options, started)
+def answer_schema(run):
+    """--schema with other flags (alone, diagnostics_core.fast prints the committed file): the JSON Schema."""
+    if not run.options.schema:
+        return None
+    from diagnostics_core.text import write_json
+    from .schema import json_schema
+    write_json(json_schema(), True)
+    return EXIT_OK
 
 
-def wheels_command(options):
+def answer_wheels(run):
     """--wheels: the wheel table read for one torch build; a metadata command, so no probe."""
+    options = run.options
+    if options.wheels is None:
+        return None
     import platform
     from diagnostics_core import wheels
     from diagnostics_core.text import bounded, echo, write_json, write_text
     spec, python_version = options.wheels, tuple(sys.version_info[:3])
     if not spec:  # the probed interpreter's torch, read from its torch/version.py
-        spec, python_version = installed_torch(options)
+        from .run import installed_torch
+        spec, python_version = installed_torch(run)
     parsed = wheels.parse_torch_spec(spec)
     if parsed is None:
         raise UsageError("check_sampling_backends.py: error: --wheels: %s is not TORCH[+VARIANT] in ASCII digits, "
                          "e.g. 2.14.1+cu126" % echo(spec), "usage-error", {
-                             "wheels": bounded(spec), "message": "expected e.g. 2.14.1, 2.14.1+cpu, "
-                                                                             "2.14.1+cu126"},
+                             "wheels": bounded(spec), "message": "expected e.g. 2.14.1, 2.14.1+cpu, 2.14.1+cu126"},
                          fix=checker_command("--wheels", "2.14.1+cu126"))
     release, _, variant = parsed
     platform_name = wheels.platform_key({"system": platform.system(), "machine": platform.machine()})
@@ -196,34 +191,38 @@ def wheels_command(options):
     return EXIT_OK
 
 
-def installed_torch(options):
-    """(version with its variant, Python version) of the torch the checker would probe; UsageError if none."""
-    from diagnostics_core.wheels import parse_version
-    from .parsing import cuda_variant
-    import time
-    from .budget import stage_bounds
-    from .run import Terminal, pick_interpreter, run_static_in
-    from .static_facts import gather_static_facts
-    bounds = stage_bounds(options.timeout, time.time())
-    python, choice, answer = pick_interpreter(options, Terminal(options), bounds)
-    if python == sys.executable:
-        static = gather_static_facts(bounds.deadline, import_psutil=False)
-    else:
-        static = run_static_in(python, options, bounds, answer, choice)
-    build = static.get("torch_build") or {}
-    if not build.get("version"):
-        raise UsageError("check_sampling_backends.py: error: --wheels without a value needs torch in %s; "
-                         "name a build instead" % python, "usage-error",
-                         {"python": python, "message": "torch is not installed there"},
-                         fix=checker_command("--wheels", "2.14.1+cu126"))
-    variant = "rocm" if build.get("hip") else cuda_variant(build.get("cuda"))
-    return "%s+%s" % (build["version"].split("+")[0], variant), parse_version(static["python"]["version"])
+# --timeout split into every stage's bound (runner.Stage: clamp(timeout * share + plus, floor, cap), seconds
+# from the run's start for the absolute ones): the only place the checker's time is decided.
+STAGES = {
+    # asking an interpreter (--python, the active environment) what it is; the rest of --timeout says so
+    "question": runner.Stage(share=0.5, floor=1.0, cap=30.0),
+    # an import or smoke sample normally takes well under a second once torch is loaded; a probe step still
+    # busy after this long is declared hung, leaving time to probe the rest without it
+    "hang": runner.Stage(share=0.4, floor=2.0, cap=20.0),
+    # the static stage's reads end by then (from the start), its thread is waited for until "static_wait":
+    # in between it says what blocked it, before the run's deadline
+    "static": runner.Stage(share=1.0, plus=-1.5, floor=0.5),
+    "static_wait": runner.Stage(share=1.0, plus=-1.0, floor=1.0),
+    # in each probe attempt the static step ends within "hang" of the attempt's start, waited for "step_wait"
+    "step_wait": runner.Stage(share=0.4, plus=1.0, floor=3.0, cap=21.0),
+    # no probe attempt starts after this (from the start): it could not say anything in time
+    "probe": runner.Stage(share=1.0, plus=-0.5),
+    # the --timeout a "run it again with a longer deadline" fix names (within the flag's range)
+    "retry": runner.Stage(share=2.0, cap=3600.0),
+}
 
 
-def refuse(error, options, started):
-    from .render import output, render
-    from diagnostics_core.markdown import stderr_line
-    document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    output(document, options)  # first: a stdout that cannot take it ends the run with its own one line
-    stderr_line(error.line)
-    return exit_code
+def part(module, name):
+    """A function of this package's `module`, imported when first called (see the module docstring)."""
+    def call(*args):
+        return getattr(importlib.import_module("sampling_checker." + module), name)(*args)
+    call.__name__ = name
+    return call
+
+
+SPEC = runner.Spec(
+    TOOL, build_parser, gather=part("run", "gather"), render=part("render", "render_sections"),
+    rules=(part("rules", "diagnose"),), gates=part("rules", "evaluate_gates"), check=check,
+    budget="timeout", stages=STAGES, markdown=part("render", "markdown"), summary=part("render", "summary"),
+    interrupted=part("run", "interrupted_fix"), answers=(answer_schema, answer_wheels),
+    watch=())  # a stray PyG in the probed interpreter is the checker's own finding (pyg-shadowed)

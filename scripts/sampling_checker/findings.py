@@ -5,13 +5,13 @@ from diagnostics_core.contract import Tool
 # Schema versions: MAJOR.MINOR. MAJOR changes when a key the default output
 # had is removed or renamed, or a value changes type or meaning; MINOR when
 # keys, enum values or finding ids are added. Readers check MAJOR only.
-SCHEMA_VERSION = "2.1"
-VERSION = "2.0.0"
+SCHEMA_VERSION = "2.2"
+VERSION = "2.1.0"
 MIN_PYTHON = (3, 8)
 
 TOOL = Tool.from_registry("sampling_checker", "check_sampling_backends", VERSION, SCHEMA_VERSION,
-                          usage_id="usage-error", internal_id="checker-internal-error")
+                          usage_id="usage-error", internal_id="checker-internal-error",
+                          interrupted_id="checker-interrupted")
 FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding
-list_findings = TOOL.list_findings
 checker_command = TOOL.command  # `python3 /abs/path/scripts/check_sampling_backends.py FLAGS...`

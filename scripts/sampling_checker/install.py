@@ -2,10 +2,11 @@
 
 import sys
 
-from diagnostics_core.text import quote
+from diagnostics_core.command import Raw, line
 from diagnostics_core.wheels import (SAMPLING_DISTS, SOURCE_BUILD_NEEDS, SOURCE_BUILD_PACKAGES, TORCH_PIN,
-                                     TORCH_PIN_NEEDS_PYTHON, WHEEL_INDEX, WHEEL_PLATFORMS, WHEEL_TABLE_DATE,
-                                     newest_torch_with_wheels, parse_version, pip_command, pip_name,
+                                     TORCH_PIN_NEEDS_PYTHON, WHEEL_INDEX, WHEEL_INDEX_CHECKED, WHEEL_INDEX_SOURCE,
+                                     WHEEL_PLATFORMS, WHEEL_TABLE_DATE,
+                                     TORCH_INDEX, newest_torch_with_wheels, parse_version, pip_command, pip_name,
                                      platform_key, source_build_command, source_build_time, torch_install_command,
                                      wheel_command, wheel_status)
 from .parsing import cuda_variant
@@ -32,7 +33,7 @@ def install_facts(facts, python):
                 for dist in WHEEL_PLATFORMS}
     with_wheels = [d for d in SAMPLING_DISTS if packages[d]["wheel"]]
     missing = [d for d in SAMPLING_DISTS if packages[d]["wheel"] is False]
-    py, uv = quote(python), uses_uv(facts)
+    py, uv = python, uses_uv(facts)
     pin_minor, pin_release = newest_torch_with_wheels(variant, platform_name, python_version)
     pin = None
     if pin_minor and variant != "rocm" and pin_minor != torch_minor:
@@ -64,6 +65,21 @@ def install_facts(facts, python):
     }
 
 
+def pyg_lib_index(facts):
+    """Where a fix for a missing pyg-lib installs from, and which parts of that were verified here and which
+    are cited (nothing is fetched: the checker opens no socket)."""
+    install = facts.get("install") or {}
+    row = (install.get("packages") or {}).get("pyg-lib") or {}
+    return {"url": install.get("index_url"), "pattern": WHEEL_INDEX, "pattern_source": WHEEL_INDEX_SOURCE,
+            "pattern_checked": WHEEL_INDEX_CHECKED,
+            "verified_here": "torch %s and variant %s, read from the probed interpreter's torch (torch/version.py, "
+                             "torch.version.cuda), put into the pattern" % (install.get("torch_minor"),
+                                                                          install.get("variant")),
+            "cited": "that the URL serves a pyg_lib wheel for this torch, variant and platform: %s (%s); the "
+                     "pattern itself: %s (checked %s)" % (row.get("source"), row.get("source_date"),
+                                                          WHEEL_INDEX_SOURCE, WHEEL_INDEX_CHECKED)}
+
+
 def pip_fix(facts, packages, reinstall=False):
     """install_line as a whole fix."""
     return with_pip(facts, install_line(facts, packages, reinstall))
@@ -81,13 +97,13 @@ def install_line(facts, packages, reinstall=False):
     dists = [d for d in dists if d not in others]
     wheels = [d for d in dists if install["packages"][d]["wheel"]]
     lacking = [d for d in dists if d not in wheels]
-    parts = [pip(facts, "install " + " ".join(others))] if others else []
+    parts = [pip(facts, ["install"] + others)] if others else []
     if wheels:
         parts.append(wheel_command(py, wheels, install["index_url"], reinstall, uses_uv(facts)))
     notes = []
     legacy = [d for d in lacking if d in ("torch-cluster", "torch-spline-conv")]
     if legacy:
-        parts.append(pip(facts, "uninstall -y " + " ".join(legacy)))
+        parts.append(pip(facts, ["uninstall", "-y"] + legacy))
         notes.append("%s: no wheel for torch %s+%s and PyG 2.8 ignores them (pyg-lib >= 0.6 has their ops)" % (
             ", ".join(legacy), install["torch_minor"], install["variant"]))
     buildable = [d for d in lacking if d in ("torch-scatter", "torch-sparse")]
@@ -100,9 +116,11 @@ def install_line(facts, packages, reinstall=False):
             source_build_time(set(buildable)), SOURCE_BUILD_NEEDS))
     if "pyg-lib" in lacking:
         pin = install.get("torch_pin")
+        # A comment holds the tool's words only (a path there would end it at a newline): the pinned torch's
+        # line is a fact (install.torch_pin.command) and no-prebuilt-wheels prints it.
         notes.append("pyg-lib: %s%s" % (install["packages"]["pyg-lib"]["reason"],
-                                         "; or use torch %s, which has all wheels: %s" % (
-                                             pin["release"], pin["command"]) if pin else ""))
+                                         "; or use torch %s, which has all wheels (install.torch_pin.command in "
+                                         "--full)" % pin["release"] if pin else ""))
         if not buildable:
             parts.append(build_command(facts, py, SOURCE_BUILD_PACKAGES["pyg_lib"]))
             notes.append("that build: %s; needs %s" % (source_build_time(SOURCE_BUILD_PACKAGES["pyg_lib"]),
@@ -135,14 +153,10 @@ def build_command(facts, py, dists):
     """The source build, after installing what it needs and this environment lacks."""
     needed, system = missing_build_prerequisites(facts, dists)
     uv = uses_uv(facts)
-    parts = ["apt-get install -y %s" % " ".join(system)] if system else []  # Debian/Ubuntu, as root
+    parts = [line("apt-get", "install", "-y", system)] if system else []  # Debian/Ubuntu, as root
     if needed:
-        parts.append(pip_command(py, "install " + " ".join(needed), uv))
+        parts.append(pip_command(py, ["install"] + needed, uv))
     return " && ".join(parts + [source_build_command(py, dists, uv)])
-
-
-def interpreter(facts):
-    return quote(interpreter_path(facts))
 
 
 def installer(facts):
@@ -158,21 +172,21 @@ def uses_uv(facts):
     return installer(facts) == "uv"
 
 
-def pip(facts, args):
-    """One pip command for the probed interpreter (`pip(facts, "install x")`); fixes wrap it in with_pip."""
-    return pip_command(interpreter(facts), args, uses_uv(facts))
+def pip(facts, words):
+    """One pip command for the probed interpreter (`pip(facts, ["install", "x"])`); fixes wrap it in with_pip."""
+    return pip_command(interpreter(facts), words, uses_uv(facts))
 
 
 def with_pip(facts, fix):
     """A fix that runs the probed interpreter's pip: where that venv has none (and uv does not stand in),
     ensurepip bootstraps it first, once, at the front of the whole fix."""
     if fix and installer(facts) == "ensurepip":
-        return "%s -m ensurepip --upgrade && %s" % (interpreter(facts), fix)
+        return "%s && %s" % (line(interpreter(facts), "-m", "ensurepip", "--upgrade"), fix)
     return fix
 
 
-def interpreter_path(facts):
-    """The probed interpreter (--python), also in static-only runs."""
+def interpreter(facts):
+    """The probed interpreter (--python), also in static-only runs: its path as it is, a word of a fix."""
     return ((facts.get("probe") or {}).get("interpreter") or (facts.get("python") or {}).get("executable")
             or sys.executable)
 
@@ -186,11 +200,11 @@ def torch_reinstall_command(facts):
     """Reinstall the same torch build: a local tag (+cpu, +cu126) names PyTorch's own index."""
     build = facts["torch_build"]
     version = (build.get("version") or "").split("+")[0]
-    command = pip(facts, "install --force-reinstall torch==%s" % version)
+    words = ["install", "--force-reinstall", "torch==" + version]
     variant = build.get("variant")
     if "+" in (build.get("version") or "") and variant and variant != "rocm":
-        command += " --index-url https://download.pytorch.org/whl/%s" % variant
-    return with_pip(facts, command)
+        words += ["--index-url", TORCH_INDEX.format(variant=variant)]
+    return with_pip(facts, pip(facts, words))
 
 
 def gpu_seen(facts):
@@ -205,9 +219,9 @@ def torch_and_pyg_install_command(facts):
     """Install torch (pinned) and PyG; the CPU-only build unless a GPU was seen."""
     python = interpreter(facts)
     platform_name = platform_key(facts["python"])
-    lasting = VENV + "/bin/python"
-    lasting_install = "%s && %s -m pip install torch_geometric" % (
-        torch_install_command(TORCH_PIN, "cpu", lasting, platform_name), lasting)
+    lasting = Raw(VENV + "/bin/python")  # the tool's own path: ~ expands where the fix runs
+    lasting_install = "%s && %s" % (torch_install_command(TORCH_PIN, "cpu", lasting, platform_name),
+                                    pip_command(lasting, ["install", "torch_geometric"]))
     if facts["python"].get("ephemeral"):
         # Installing into a throwaway env helps no later run (interpreter-ephemeral says why).
         return ("not into this throwaway %s env: make a lasting one: python3 -m venv %s && %s"
@@ -220,16 +234,16 @@ def torch_and_pyg_install_command(facts):
     if not in_environment(facts):
         # A base interpreter: Debian's refuses pip (externally-managed-environment), and an install
         # there would mix with the system's packages. A venv first, then the same lines into it.
-        venv, python, into_probed = "%s -m venv %s && " % (python, VENV), lasting, False
+        venv, python, into_probed = line(python, "-m", "venv", Raw(VENV)) + " && ", lasting, False
         notes.append("this Python is no venv, so the line makes one (Debian/Ubuntu: apt-get install python3-venv "
                      "if -m venv fails)")
     uv = into_probed and uses_uv(facts)  # the new venv has pip
     seen = gpu_seen(facts)
     if seen:  # PyPI's default Linux build is a CUDA one
-        command = pip_command(python, "install torch==%s" % TORCH_PIN, uv)
+        command = pip_command(python, ["install", "torch==" + TORCH_PIN], uv)
     else:
         command = torch_install_command(TORCH_PIN, "cpu", python, platform_key(facts["python"]), uv)
-    command = venv + command + " && " + pip_command(python, "install torch_geometric", uv)
+    command = venv + command + " && " + pip_command(python, ["install", "torch_geometric"], uv)
     if seen is None:
         notes.append("CPU-only torch: nothing asked for GPUs here; drop +cpu and --index-url for the CUDA build")
     elif not seen:

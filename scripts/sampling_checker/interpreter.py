@@ -6,6 +6,7 @@ import sys
 import time
 
 from diagnostics_core.cli import UsageError
+from diagnostics_core.command import Raw
 from diagnostics_core.sandbox import child_environment, run_sandboxed
 from diagnostics_core.wheels import parse_version
 from .findings import MIN_PYTHON, checker_command
@@ -151,19 +152,25 @@ def describe_source(path, source):
         path, "its bin is on PATH" if source == "PATH" else "from $" + source)
 
 
+# The shell finds python3 where the fix runs: the tool's own command substitution, never the user's text.
+PYTHON3_ON_PATH = Raw("$(command -v python3)")
+# The one venv path every fix and README command uses; ~ expands where the fix runs.
+VENV_PYTHON = Raw("~/.venvs/scalable-distributed/bin/python")
+
+
 def unusable_fix(source):
     if source is None:
-        return checker_command("--python", "/path/to/venv/bin/python  # a CPython 3.8+")
-    return checker_command("--python", "$(command -v python3)  # or deactivate the environment (%s)"
-                           % ("deactivate" if source == "VIRTUAL_ENV" else "conda deactivate"
-                              if source == "CONDA_PREFIX" else "take its bin off PATH"))
+        return checker_command("--python", "/path/to/venv/bin/python") + "  # a CPython 3.8+"
+    return checker_command("--python", PYTHON3_ON_PATH) + "  # or deactivate the environment (%s)" % (
+        "deactivate" if source == "VIRTUAL_ENV" else "conda deactivate" if source == "CONDA_PREFIX"
+        else "take its bin off PATH")
 
 
-def resolve_python(path, bounds, source=None):
+def resolve_python(path, limit, source=None):
     """An interpreter to probe -> (absolute path, what it said about itself); UsageError unless CPython 3.8+.
 
-    `source` is None for --python, else where the active environment came from
-    ("VIRTUAL_ENV", "CONDA_PREFIX", "PATH"): the error names what the user did.
+    `limit`: seconds the interpreter has to answer. `source` is None for --python, else where the active
+    environment came from ("VIRTUAL_ENV", "CONDA_PREFIX", "PATH"): the error names what the user did.
     """
     import shutil
     resolved = path if os.sep in path else shutil.which(path)
@@ -172,11 +179,11 @@ def resolve_python(path, bounds, source=None):
         raise UsageError("check_sampling_backends.py: error: %s is not an executable file" % chosen,
                          "usage-error", {"python": path, "chosen_by": source or "--python",
                                          "message": "not an executable file"},
-                         fix=checker_command("--python", "$(command -v python3)"))
+                         fix=checker_command("--python", PYTHON3_ON_PATH))
     resolved = os.path.abspath(resolved)
     if resolved == sys.executable:
         return resolved, None
-    answer = ask_interpreter(resolved, bounds.interpreter_question_s)
+    answer = ask_interpreter(resolved, limit)
     if not answer["is_python"]:
         raise UsageError("check_sampling_backends.py: error: %s is not a Python interpreter the checker can "
                          "probe (%s)" % (chosen, answer["reason"]), "interpreter-unsupported",
@@ -192,8 +199,7 @@ def resolve_python(path, bounds, source=None):
                           "version": answer["version"],
                           "implementation": answer.get("implementation"), "needs": "CPython >= 3.8"},
                          fix="make a venv with a newer Python and probe it: python3.11 -m venv "
-                             "~/.venvs/scalable-distributed && "
-                             + checker_command("--python", "~/.venvs/scalable-distributed/bin/python"))
+                             "~/.venvs/scalable-distributed && " + checker_command("--python", VENV_PYTHON))
     return resolved, answer
 
 

@@ -19,10 +19,12 @@ def parse_local_tag(version):
 
 
 def cuda_variant(cuda_version):
-    """torch.version.cuda '12.6' -> 'cu126'; None -> 'cpu'."""
+    """torch.version.cuda '12.6' -> 'cu126'; None -> 'cpu'. Rebuilt from its numbers: the text comes from the
+    user's torch/version.py and ends up in index URLs and fixes."""
     if not cuda_version:
         return "cpu"
-    return "cu" + cuda_version.replace(".", "")
+    major, minor = (re.findall(r"[0-9]+", str(cuda_version)) + ["0", "0"])[:2]
+    return "cu%d%d" % (int(major), int(minor))
 
 
 def compress_cpu_list(cpus):
@@ -34,20 +36,6 @@ def compress_cpu_list(cpus):
         else:
             ranges.append([cpu, cpu])
     return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in ranges)
-
-
-def expand_cpu_list(text):
-    """'0-2,5' -> [0, 1, 2, 5]."""
-    cpus = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        if "-" in part:
-            low, high = part.split("-", 1)
-            cpus.extend(range(int(low), int(high) + 1))
-        else:
-            cpus.append(int(part))
-    return cpus
 
 
 def parse_int_variable(raw):

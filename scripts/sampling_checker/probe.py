@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from diagnostics_core.interrupt import Interrupted
 from diagnostics_core.sandbox import (ChildReporter, child_environment, quiet_child_process, refuse_sockets,
                                       run_sandboxed, signal_name)
 from diagnostics_core.text import describe_exception, safe_str, sanitise_text
@@ -467,8 +468,8 @@ def child_steps(config):
 
 
 def run_child_step(step, results, config, reporter):
-    if step == "static":
-        return gather_static_facts_bounded(config.get("static_deadline") or time.time() + 20.0)
+    if step == "static":  # the parent's bounds: reads end by static_by, the stage is waited for until static_wait
+        return gather_static_facts_bounded(config["static_by"], config["static_wait"])
     if step == "nvml":
         return probe_nvml(lambda name: reporter.send({"event": "stage", "step": step, "stage": name}))
     if step == "torch":
@@ -582,7 +583,12 @@ def run_child_attempt(python, config, deadline, hang_limit, hang_steps, on_start
             return "hung"
         return None
 
-    outcome = run_sandboxed(command, child_environment(), deadline, on_record, watch)
+    try:
+        outcome = run_sandboxed(command, child_environment(), deadline, on_record, watch)
+    except Interrupted as stop:  # the child is ended; the document says which step it was in
+        if attempt.current is not None:
+            stop.running = {"probe_step": attempt.current, "interpreter": python}
+        raise
     attempt.returncode = outcome.returncode
     attempt.killed_for = outcome.killed_for
     attempt.stderr_tail = outcome.stderr_tail[-2000:]
@@ -591,11 +597,11 @@ def run_child_attempt(python, config, deadline, hang_limit, hang_steps, on_start
     return attempt
 
 
-def run_import_probe(python, bounds, on_started=None):
-    """Run the child (again, without culprits) until all steps are answered or time is up.
-    on_started() is called once, when a child's first record proves the interpreter runs the probe
-    script (a wrapper that runs only -c programs never gets there)."""
-    deadline, hang_limit = bounds.deadline, bounds.hang_limit_s
+def run_import_probe(python, run, on_started=None):
+    """Run the child (again, without culprits) until all steps are answered or time is up; every bound is the
+    run's (the checker's stage table). on_started() is called once, when a child's first record proves the
+    interpreter runs the probe script (a wrapper that runs only -c programs never gets there)."""
+    hang_limit = run.bounds["hang"]
     if on_started is not None:
         said, announce = [], on_started
 
@@ -607,13 +613,12 @@ def run_import_probe(python, bounds, on_started=None):
                      + ["smoke:pyg-lib", "smoke:torch-sparse", "features", "nvml", "cuda", "distributed"])
     config = {"skip": {}, "block": []}
     results, attempts, culprits = {}, [], {}
-    while True:
-        if deadline - time.time() < bounds.static_margin_s:
-            break
+    while time.time() < run.by("probe"):
         attempt_started = time.time()
-        # The static stage reads the user's files; what blocks is abandoned by then.
-        config["static_deadline"] = min(attempt_started + hang_limit, deadline - bounds.static_margin_s)
-        attempt = run_child_attempt(python, config, deadline, hang_limit, hang_steps, on_started)
+        # The static step reads the user's files: what blocks is abandoned within a step's limit.
+        config["static_by"] = min(attempt_started + hang_limit, run.by("static"))
+        config["static_wait"] = min(attempt_started + run.bounds["step_wait"], run.by("static_wait"))
+        attempt = run_child_attempt(python, config, run.deadline, hang_limit, hang_steps, on_started)
         results.update(attempt.results)
         summary = {
             "returncode": attempt.returncode,

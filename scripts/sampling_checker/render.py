@@ -1,41 +1,29 @@
-"""Rendering: the JSON document (compact by default, --full for every fact), a markdown report
-for people, and a short summary on stderr."""
+"""Rendering (the Spec's render, markdown and summary): the checker's sections of the document (compact by
+default, --full for every fact), a markdown report for people, and a short summary on stderr."""
 
 import os
 import re
-import sys
-import time
 
 from diagnostics_core.cli import docs_path
 from diagnostics_core.contract import SEVERITY_ORDER
-from diagnostics_core.markdown import cell, code, private_names, redact, terminal_line
-from diagnostics_core.text import write_json, write_text
-from .findings import VERSION, TOOL
+from diagnostics_core.markdown import cell, code, private_names, redact, stderr_line, terminal_line
 from .schema import FACT_SECTIONS, json_schema
 from .tables import DEFAULT_TIMEOUT
 
 
-def render(facts, findings, gates, options, started, internal_error=None, usage_error=False):
+def render_sections(document, facts, options):
+    """The checker's keys beside the runner's in its "checker" section, then every fact section (null where
+    the run stopped before it), compact unless --full. `options` is None when the command line was refused."""
     static_only = bool(options and options.static_only)
     full = bool(options and options.full)
-    meta = {
-        "version": VERSION,
-        "argv": sys.argv[1:],
-        "mode": "static-only" if static_only else "full",
-        "detail": "full" if full else "compact",
-        "timeout_s": options.timeout if options else DEFAULT_TIMEOUT,
-        "elapsed_s": round(time.time() - started, 3),
-        "read_only": True,
-        "docs_path": docs_path(),
-    }
-    document, exit_code = TOOL.document(findings, gates, meta, usage_error=usage_error,
-                                        internal_error=internal_error, static_only=static_only)
+    document["checker"].update(mode="static-only" if static_only else "full", detail="full" if full else "compact",
+                               timeout_s=options.timeout if options else DEFAULT_TIMEOUT, read_only=True,
+                               docs_path=docs_path())
     sections = facts if full or not facts else compact_facts(facts)
     for section in FACT_SECTIONS:
         document[section] = sections.get(section)
     if not full:
         fit_budget(document, COMPACT_BUDGET)
-    return document, exit_code
 
 
 def compact_facts(facts):
@@ -48,7 +36,7 @@ def compact_facts(facts):
     source build (the no-prebuilt-wheels finding carries them where they matter), torch-version PyG flags
     (WITH_PT*) and false flags, warning texts (counted), child stderr in
     attempts, who tried a socket (counted), the raw feature probe
-    (sampling.probe), the stack_level locations (the finding has them), the
+    (sampling.probe), the stack_level locations (the finding has them), a cgroup's folder without a limit,
     a passed smoke sample's details, torch's and PyG's file when it lies inside
     python.prefix, and interpreter facts that repeat others. fit_budget then
     keeps the whole document under COMPACT_BUDGET, however long the paths.
@@ -114,6 +102,13 @@ def compact_facts(facts):
         if len(attempts) == 1 and attempts[0].get("finished") and attempts[0].get("returncode") == 0 \
                 and not attempts[0].get("descendants_ended"):  # one clean attempt says nothing "complete" does not
             compact["probe"]["attempts"] = len(attempts)
+    container = facts.get("container")
+    if container:  # a cgroup's folder and file name only where a limit was found: --full has them all
+        compact["container"] = dict(container)
+        for key in ("cgroup_cpu", "cgroup_memory"):
+            if container.get(key):
+                compact["container"][key] = dict((k, v) for k, v in container[key].items() if v is not None and not (
+                    k in ("folder", "file") and container[key].get("limited_at") is None))
     if facts.get("python"):
         compact["python"] = {k: v for k, v in facts["python"].items() if k not in ("release", "platform")}
     choice = facts.get("interpreter")
@@ -291,11 +286,6 @@ def lean_record(entry, drop=("file",)):
     return lean
 
 
-def emit(document, pretty):
-    sys.stdout.flush()
-    write_json(document, pretty)
-
-
 def version_rows(document):
     """(component, state) rows for people: what is installed and whether it works."""
     python = document.get("python") or {}
@@ -345,6 +335,11 @@ def redactions(document):
     return private_names(extra)
 
 
+def markdown(document, options):
+    """--format markdown: the report, private names redacted unless --no-redact."""
+    return render_markdown(document, redact_private=not options.no_redact)
+
+
 def render_markdown(document, redact_private=True):
     """A report to paste into an issue: versions table and findings with their fixes, nothing else.
 
@@ -391,9 +386,9 @@ def stderr_summary(document, names=()):
         return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
 
     python = document.get("python") or {}
+    probed = python.get("executable") or (document.get("interpreter") or {}).get("probed") or "?"
     lines = ["check_sampling_backends: %s (exit %d) for %s (Python %s)" % (
-        document["status"], document["exit_code"], one_line(python.get("executable") or "?"),
-        one_line(python.get("version")))]
+        document["status"], document["exit_code"], one_line(probed), one_line(python.get("version") or "?"))]
     shown = [f for f in document["findings"] if f["severity"] in ("error", "warning")]
     for item in shown[:8]:
         lines.append("  %-7s %s: %s" % (item["severity"], item["id"], one_line(item["title"])))
@@ -405,8 +400,11 @@ def stderr_summary(document, names=()):
     return lines
 
 
-def output(document, options):
-    if options is not None and options.format == "markdown":
-        write_text(render_markdown(document, redact_private=not options.no_redact))
-    else:
-        emit(document, bool(options and options.pretty))
+def summary(document, run):
+    """The stderr summary after every run the command line allowed; in markdown mode (a report to paste in
+    public) with the report's own redactions."""
+    options = run.options
+    names = redactions(document) if options is not None and options.format == "markdown" and not options.no_redact \
+        else ()
+    for line in stderr_summary(document, names):
+        stderr_line(line)

@@ -1,4 +1,6 @@
-"""RULES, the complete list of the checker's rules, and the gates."""
+"""RULES, the complete list of the checker's rules, and the gates (the Spec's rules and gates)."""
+
+from .findings import checker_command, finding
 
 from .rules_environment import (rule_interpreter_choice, rule_probe_deadline, rule_pyg_shadowed,
                                 rule_python_supported_by_pyg, rule_torch_and_pyg_presence)
@@ -6,6 +8,7 @@ from .rules_extensions import (rule_conda_pip_mixed, rule_duplicate_distribution
                                rule_feature_verdicts, rule_legacy_extensions, rule_neighbor_sampling,
                                rule_no_prebuilt_wheels, rule_pyg_defects, rule_stale_local_build,
                                rule_wheel_tags)
+from .rules_container import rule_cgroup_cpu, rule_cgroup_memory, rule_open_files, rule_shm
 from .rules_hardware import rule_cpu, rule_gates_cuda_distributed, rule_gpu, rule_nvml
 from .rules_faults import rule_nvml_faults, rule_unreadable_files
 from .rules_launch import (rule_backend_requested, rule_launch_values_invalid, rule_launcher_rank_ranges,
@@ -42,6 +45,10 @@ RULES = (
     rule_world_size_layout,
     rule_several_agents_per_node,
     rule_cpu,
+    rule_shm,
+    rule_cgroup_cpu,
+    rule_cgroup_memory,
+    rule_open_files,
     rule_nvml,
     rule_gpu,
     rule_gates_cuda_distributed,
@@ -51,15 +58,36 @@ RULES = (
 
 
 def diagnose(facts, options):
+    """Every rule on the facts, in RULES' order; when the static stage gave no facts, only that."""
+    if "static_failure" in facts:
+        return [rule_static_stage(facts, options)]
     findings = []
     for rule in RULES:
         findings.extend(rule(facts, options))
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: order[f["severity"]])  # stable: rule order within a severity
     return findings
 
 
-def evaluate_gates(facts, options):
+def rule_static_stage(facts, options):
+    """No static facts, so no rule can run: one finding saying why, with the run again at twice the deadline."""
+    again = ["--timeout", "%d" % options.bounds["retry"]]
+    if options.static_only:
+        again.append("--static-only")
+    if options.python is not None:
+        again += ["--python", options.python]
+    return finding("static-stage-incomplete", facts["static_failure"], fix=(
+        "%s  # not run here; if it still does not finish, a file system it reads is hung: ls -l the paths in the "
+        "evidence" % checker_command(*again)))
+
+
+GATE_FLAGS = (("require_neighbor_backend", "neighbor_backend"), ("require_cuda", "cuda"),
+              ("require_distributed", "distributed"))
+
+
+def evaluate_gates(facts, findings, options):
+    """The gates asked for (--require-*); without static facts each fails undecided."""
+    if "static_failure" in facts:
+        return dict((gate, {"passed": False, "reason": "not decided: the static stage gave no facts"})
+                    for flag, gate in GATE_FLAGS if getattr(options, flag, None))
     gates = {}
     if options.require_neighbor_backend:
         backend = facts["sampling"]["neighbor_backend"]

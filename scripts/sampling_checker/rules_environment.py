@@ -3,12 +3,11 @@
 import os
 import re
 
-from diagnostics_core.text import quote
+from diagnostics_core.command import line
 from diagnostics_core.wheels import parse_version
-from .budget import stage_bounds
 from .findings import checker_command, finding
-from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, interpreter_path, pip,
-                      torch_and_pyg_install_command, torch_reinstall_command, with_pip)
+from .install import (FAILED_STEP_STATUSES, gpu_seen, interpreter, pip, torch_and_pyg_install_command,
+                      torch_reinstall_command, with_pip)
 
 
 def rule_interpreter_choice(facts, options):
@@ -20,10 +19,10 @@ def rule_interpreter_choice(facts, options):
                     "active_environment": active["prefix"], "from": active["source"],
                     "running": choice["running"]}
         if active.get("python"):
-            fix = checker_command("--python", quote(active["python"]))
+            fix = checker_command("--python", active["python"])
         else:
             fix = "%s has no bin/python: activate the environment you train in, then run: %s" % (
-                quote(active["prefix"]), checker_command())
+                line(active["prefix"]), checker_command())
         # An explicit --python is a choice the user made; otherwise it is a surprise.
         severity = "info" if choice["chosen_by"] == "--python" else None
         return [finding("interpreter-not-active", evidence, fix=fix, severity=severity)]
@@ -43,7 +42,7 @@ def rule_torch_and_pyg_presence(facts, options):
     torch = facts["torch"]
     if not facts["torch_build"].get("found"):
         found.append(finding("torch-not-installed", {
-            "interpreter": interpreter_path(facts),
+            "interpreter": interpreter(facts),
             "python": facts["python"]["version"], "gpu_seen": gpu_seen(facts)},
             fix=torch_and_pyg_install_command(facts)))
         return found
@@ -52,10 +51,11 @@ def rule_torch_and_pyg_presence(facts, options):
     pyg_installed = packages["torch-geometric"]["installed"] or packages["pyg-nightly"]["installed"]
     if not pyg_installed and not facts["pyg_source"].get("found"):
         found.append(finding("pyg-not-installed", {"interpreter": interpreter(facts)},
-                             fix=with_pip(facts, pip(facts, "install torch_geometric"))))
+                             fix=with_pip(facts, pip(facts, ["install", "torch_geometric"]))))
     elif facts["pyg"].get("status") in FAILED_STEP_STATUSES and torch.get("status") == "ok":
         found.append(finding("pyg-import-failed", {"outcome": facts["pyg"]},
-                             fix=with_pip(facts, pip(facts, "install --force-reinstall --no-deps torch_geometric"))))
+                             fix=with_pip(facts, pip(facts, ["install", "--force-reinstall", "--no-deps",
+                                                             "torch_geometric"]))))
     return found
 
 
@@ -105,12 +105,12 @@ def rule_pyg_shadowed(facts, options):
     if listed:
         shadow["origin"] = "PYTHONPATH"
         rest = [entry for entry in pythonpath if entry not in listed]
-        fix = "export PYTHONPATH=%s" % quote(os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
+        fix = line("export", "PYTHONPATH=" + os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
     else:
         shadow["origin"] = "sys.path (a .pth file, the user site or the interpreter's own paths)"
-        fix = ("%s -c \"import sys; print(sys.path)\"  # shows where %s comes from; remove that entry, or move "
-               "the stray copy away: mv %s %s.stray (unrun)" % (
-                   interpreter(facts), path, quote(shadow["imported_from"]), quote(shadow["imported_from"])))
+        # The paths stay in the evidence: a comment ends at a newline, which a path may hold.
+        fix = "%s  # shows where evidence.shadowing_path comes from; remove that entry, or move the stray copy " \
+              "(evidence.imported_from) away" % line(interpreter(facts), "-c", "import sys; print(sys.path)")
     shadow["note"] = ("sampling and feature findings are withheld: they describe the stray copy, "
                       "not the installed PyG")
     return [finding("pyg-shadowed", shadow, fix=fix)]
@@ -140,5 +140,4 @@ def rule_probe_deadline(facts, options):
     return [finding("probe-deadline", {
         "timeout_s": options.timeout, "step_running": unfinished[-1]["culprit"],
         "attempts": len(probe["attempts"])},
-        fix="run again with a longer deadline: " + checker_command(
-            "--timeout", str(stage_bounds(options.timeout, 0).retry_timeout_s)))]
+        fix="run again with a longer deadline: " + checker_command("--timeout", "%d" % options.bounds["retry"]))]

@@ -7,7 +7,7 @@ from diagnostics_core.wheels import (EXTENSIONS, EXTENSION_DIST, SAMPLING_DISTS,
                                      SOURCE_BUILD_PACKAGES, parse_version, pip_name, source_build_time,
                                      wheel_command)
 from .findings import finding
-from .install import build_command, install_line, interpreter, pip, pip_fix, uses_uv, with_pip
+from .install import build_command, install_line, interpreter, pip, pip_fix, pyg_lib_index, uses_uv, with_pip
 from .rules_environment import pyg_shadowing, pyg_version
 from .tables import DIST_SAMPLER_OPS, PIP_NAME, WITHOUT_TORCH_SPARSE
 
@@ -98,11 +98,11 @@ def rule_extension_imports(facts, options):
                         "note": "torch_geometric imports %s too, so `import torch_geometric` fails the same way; "
                                 "the other facts were probed with it blocked" % module}
             fix = install_line(facts, [package], reinstall=True)
-            removal = pip(facts, "uninstall -y " + dist)
+            removal = pip(facts, ["uninstall", "-y", dist])
             if fix is None:  # no wheel index known for this torch build: removing it is the fix left
                 fix = removal
             elif not fix.startswith(removal):
-                fix = "%s  # or remove it: %s" % (fix, removal)
+                fix = "%s  # or remove it: uninstall -y %s with the same interpreter's pip" % (fix, dist)
             found.append(finding(finding_id, evidence, fix=with_pip(facts, fix)))
     return found
 
@@ -205,6 +205,15 @@ def rule_no_prebuilt_wheels(facts, options):
         return []
     py = interpreter(facts)
     options_text = []
+    evidence = {
+        "torch_minor": install["torch_minor"], "variant": install["variant"], "platform": install["platform"],
+        "python": facts["python"]["version"], "missing": lacking,
+        "reasons": [install["packages"][d]["reason"] for d in lacking],
+        "sources": {d: "%s (%s)" % (install["packages"][d]["source"], install["packages"][d]["source_date"])
+                    for d in lacking},
+        "support_table_date": install["support_table_date"]}
+    if "pyg-lib" in lacking:
+        evidence["pyg_lib_index"] = pyg_lib_index(facts)
     if install["packages"]["pyg-lib"]["wheel"]:
         options_text.append("pyg-lib alone (neighbour sampling works; without torch-sparse PyG loses %s): %s" % (
             ", ".join(WITHOUT_TORCH_SPARSE),
@@ -217,15 +226,9 @@ def rule_no_prebuilt_wheels(facts, options):
         install["source_build_time"], SOURCE_BUILD_NEEDS, install["source_build_command"]))
     # Two cases, two ids: without pyg-lib there is no wheel-installed sampler at all (a warning);
     # with it, only torch-sparse's extra features need another way (info).
-    return [finding("no-prebuilt-wheels" if "pyg-lib" in lacking else "no-scatter-sparse-wheels", {
-        "torch_minor": install["torch_minor"], "variant": install["variant"], "platform": install["platform"],
-        "python": facts["python"]["version"], "missing": lacking,
-        "reasons": [install["packages"][d]["reason"] for d in lacking],
-        "sources": {d: "%s (%s)" % (install["packages"][d]["source"], install["packages"][d]["source_date"])
-                    for d in lacking},
-        "support_table_date": install["support_table_date"]},
-        fix=with_pip(facts, "pick one: " + " | ".join("(%d) %s" % (n + 1, text)
-                                                      for n, text in enumerate(options_text))))]
+    fix = "pick one: " + " | ".join("(%d) %s" % (n + 1, text) for n, text in enumerate(options_text))
+    return [finding("no-prebuilt-wheels" if "pyg-lib" in lacking else "no-scatter-sparse-wheels", evidence,
+                    fix=with_pip(facts, fix))]
 
 
 def rule_stale_local_build(facts, options):
@@ -298,7 +301,7 @@ def rule_neighbor_sampling(facts, options):
             "pyg_lib": extension_reason(facts, "pyg_lib"),
             "torch_sparse": extension_reason(facts, "torch_sparse"),
             "WITH_PYG_LIB": pyg["flags"].get("WITH_PYG_LIB"),
-            "WITH_TORCH_SPARSE": pyg["flags"].get("WITH_TORCH_SPARSE")},
+            "WITH_TORCH_SPARSE": pyg["flags"].get("WITH_TORCH_SPARSE"), "pyg_lib_index": pyg_lib_index(facts)},
             fix=pip_fix(facts, ["pyg_lib"])))
     return found
 
@@ -309,7 +312,7 @@ def rule_feature_verdicts(facts, options):
         return []  # see rule_neighbor_sampling
     features = facts["sampling"]["features"]
     found = []
-    pyg_lib_fix = pip_fix(facts, ["pyg_lib"])
+    pyg_lib_fix, index = pip_fix(facts, ["pyg_lib"]), pyg_lib_index(facts)
     if features["neighbor"]:
         if not features["induced"]:
             found.append(finding("induced-sampling-unavailable", {
@@ -320,27 +323,27 @@ def rule_feature_verdicts(facts, options):
         if not features["weighted"]:
             found.append(finding("weighted-sampling-unavailable", {
                 "affects": "NeighborLoader(weight_attr=...)", "needs": "pyg-lib >= 0.3.0",
-                "pyg_lib": extension_reason(facts, "pyg_lib")}, fix=pyg_lib_fix))
+                "pyg_lib": extension_reason(facts, "pyg_lib"), "pyg_lib_index": index}, fix=pyg_lib_fix))
         if not features["temporal_edge"]:
             found.append(finding("temporal-sampling-unavailable", {
                 "affects": "NeighborLoader(time_attr=...) on node time (needs pyg-lib) and edge time "
                            "(needs a pyg-lib whose neighbor_sample takes edge_time)",
                 "node_level": features["temporal_node"], "edge_level": features["temporal_edge"],
-                "pyg_lib": extension_reason(facts, "pyg_lib")}, fix=pyg_lib_fix))
+                "pyg_lib": extension_reason(facts, "pyg_lib"), "pyg_lib_index": index}, fix=pyg_lib_fix))
     if not features["metis"]:
         metis = facts["sampling"]["probe"].get("torch_sparse_metis")
         found.append(finding("metis-unavailable", {
             "affects": "ClusterData, ClusterLoader, torch_geometric.distributed.Partitioner",
             "pyg_lib_partition": facts["sampling"]["probe"].get("pyg_lib_partition", False),
             "torch_sparse_metis": metis,
-            "predicted_error": "ImportError: 'ClusterData' requires either 'pyg-lib' or 'torch-sparse'"},
-            fix=pyg_lib_fix))
+            "predicted_error": "ImportError: 'ClusterData' requires either 'pyg-lib' or 'torch-sparse'",
+            "pyg_lib_index": index}, fix=pyg_lib_fix))
     if not features["distributed"]:
         found.append(finding("distributed-sampling-unavailable", {
             "needs": "pyg-lib >= 0.4.0 with operators %s" % ", ".join(DIST_SAMPLER_OPS),
             "present": facts["sampling"]["probe"].get("dist_ops") or {},
             "symptom": "AttributeError: '_OpNamespace' 'pyg' object has no attribute 'dist_neighbor_sample' "
-                       "(sync mode) or a silent hang (async_sampling=True)"},
+                       "(sync mode) or a silent hang (async_sampling=True)", "pyg_lib_index": index},
             fix=pyg_lib_fix))
     cuda = facts.get("cuda") or {}
     gpus = len(((cuda.get("visible_devices") or {}).get("visible")) or [])
@@ -380,9 +383,10 @@ def rule_legacy_extensions(facts, options):
 
 
 def legacy_removal(facts, dist):
-    removal = pip(facts, "uninstall -y " + dist)
+    """Remove the legacy extension, then install pyg-lib (it has their operators) where that is one line."""
+    removal = pip(facts, ["uninstall", "-y", dist])
     pyg_lib = install_line(facts, ["pyg_lib"])
-    return removal if pyg_lib is None else "%s  # then install pyg_lib: %s" % (removal, pyg_lib)
+    return removal if pyg_lib is None else "%s && %s" % (removal, pyg_lib)
 
 def rule_duplicate_distributions(facts, options):
     found = []
@@ -393,12 +397,12 @@ def rule_duplicate_distributions(facts, options):
             found.append(finding("duplicate-distribution", {
                 "distribution": name, "versions": [r["version"] for r in package["installs"]],
                 "locations": locations},
-                fix=with_pip(facts, pip(facts, "uninstall -y " + name)
+                fix=with_pip(facts, pip(facts, ["uninstall", "-y", name])
                              + "  # repeat until none is left, then reinstall one copy")))
     for module, claimants in distributions["module_claims"].items():
         found.append(finding("duplicate-distribution", {"module": module, "distributions": claimants},
-                             fix=with_pip(facts, pip(facts, "uninstall -y " + (" ".join(
-                                 c for c in claimants if c != "torch-geometric") or claimants[-1])))))
+                             fix=with_pip(facts, pip(facts, ["uninstall", "-y"] + (
+                                 [c for c in claimants if c != "torch-geometric"] or [claimants[-1]])))))
     return found
 
 

@@ -1,7 +1,7 @@
 """Rules about hostile inputs (issue 21): files the static stage could not read, and NVML libraries
 that crash, hang, are no shared object, or report more devices than are read."""
 
-from diagnostics_core.text import quote
+from diagnostics_core.command import line
 from .findings import finding
 
 SHOWN_PATHS = 5  # paths named in a fix; the evidence lists more
@@ -16,9 +16,8 @@ def rule_unreadable_files(facts, options):
         "count": unread["count"], "paths": unread["paths"],
         "effect": "what these files say is missing from the facts (a package may show as absent or "
                   "without a version)"},
-        fix="ls -ld -- %s  # not run here; each should be a readable regular file or folder: reinstall the "
-            "package that owns a broken .dist-info, or remount a hung file system"
-            % " ".join(quote(path) for path in paths[:SHOWN_PATHS]))]
+        fix="%s  # not run here; each should be a readable regular file or folder: reinstall the package that "
+            "owns a broken .dist-info, or remount a hung file system" % line("ls", "-ld", "--", paths[:SHOWN_PATHS]))]
 
 
 NVML_FAULT_WORDS = {
@@ -32,8 +31,8 @@ NVML_FAULT_WORDS = {
 
 def nvml_fault_fix(nvml):
     if nvml.get("library_override"):
-        return ("unset SCALABLE_DISTRIBUTED_NVML  # it names %s; point it at the driver's libnvidia-ml.so.1 "
-                "or leave it unset" % quote(nvml["library"]))
+        return ("unset SCALABLE_DISTRIBUTED_NVML  # it names evidence.library; point it at the driver's "
+                "libnvidia-ml.so.1 or leave it unset")
     return ("nvidia-smi  # not run here; it loads the same library: if it crashes or hangs too, reinstall the "
             "NVIDIA driver (its user-space part must match the loaded kernel module)")
 

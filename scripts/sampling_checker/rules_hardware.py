@@ -2,11 +2,12 @@
 
 import os
 
+from diagnostics_core.command import line
 from diagnostics_core.wheels import parse_version, platform_key, torch_install_command
 from .gpu_facts import capability_number, driver_gap, match_visible_entry, torch_builds_covering
 from .findings import FINDINGS, finding
 from .install import interpreter, pip, uses_uv, with_pip
-from .rules_launch import launch_value
+from .rules_container import export_threads, local_processes, usable_cores
 from .parsing import parse_int_variable
 from .tables import CUDA_MAJOR_MIN_DRIVER, NVML_FATAL_ERRORS
 
@@ -16,8 +17,7 @@ def rule_cpu(facts, options):
     threads = facts["environment"]["threads"]
     found = []
     logical = cpu.get("logical_cores") or 0
-    allowed = (cpu.get("affinity") or {}).get("count") or logical
-    if cpu.get("affinity") and allowed < logical:
+    if cpu.get("affinity") and cpu["affinity"]["count"] < logical:
         found.append(finding("cpu-affinity-restricted", {
             "allowed": cpu["affinity"], "logical_cores": logical},
             fix=None))
@@ -27,23 +27,22 @@ def rule_cpu(facts, options):
             value, error = parse_int_variable(threads[name].split(",")[0])
             if error or value < 1:
                 invalid[name] = threads[name]
+    allowed = usable_cores(facts)  # the affinity count, or the cgroup's CPU quota where that is smaller
     if invalid:
-        found.append(finding("cpu-threads-invalid", {"invalid": invalid},
-                             fix="export OMP_NUM_THREADS=%d" % max(1, allowed)))
-    launch = facts["environment"]["launch"]
-    local_procs = (launch_value(launch, "LOCAL_WORLD_SIZE") or launch_value(launch, "SLURM_NTASKS_PER_NODE") or 1)
-    per_process = max(1, allowed // max(1, local_procs))
+        found.append(finding("cpu-threads-invalid", {"invalid": invalid}, fix=export_threads(max(1, allowed))))
+    local_procs = local_processes(facts)
+    per_process = max(1, allowed // local_procs)
     if "OMP_NUM_THREADS" not in threads:
         found.append(finding("cpu-threads-unset", {
             "allowed_cores": allowed, "local_processes": local_procs,
             "torch_num_threads": facts["torch"].get("num_threads")},
-            fix="export OMP_NUM_THREADS=%d" % per_process))
+            fix=export_threads(per_process)))
     elif "OMP_NUM_THREADS" not in invalid:
         value = parse_int_variable(threads["OMP_NUM_THREADS"].split(",")[0])[0]
         if value * local_procs > allowed:
             found.append(finding("cpu-threads-oversubscribed", {
                 "OMP_NUM_THREADS": value, "local_processes": local_procs, "allowed_cores": allowed},
-                fix="export OMP_NUM_THREADS=%d" % per_process))
+                fix=export_threads(per_process)))
     numa = cpu.get("numa_nodes") or []
     if len(numa) > 1:
         found.append(finding("cpu-numa-multi-node", {"numa_nodes": numa},
@@ -117,8 +116,8 @@ def rule_gpu(facts, options):
             "nvml_devices": gpu_summary(devices),
             "predicted_error": "torch.cuda.is_available() is False; .cuda() raises RuntimeError: "
                                "No CUDA GPUs are available"},
-            fix="export CUDA_VISIBLE_DEVICES=%s  # or unset it; under SLURM let the allocation set it"
-            % ",".join(str(d["index"]) for d in devices)))
+            fix="%s  # or unset it; under SLURM let the allocation set it" % line(
+                "export", "CUDA_VISIBLE_DEVICES=" + ",".join(str(d["index"]) for d in devices))))
     elif visibility["unmatched"]:
         named = []
         for entry in visibility["value"].split(","):
@@ -128,7 +127,7 @@ def rule_gpu(facts, options):
             "CUDA_VISIBLE_DEVICES": visibility["value"], "unmatched": visibility["unmatched"],
             "ignored_after_it": visibility["ignored"],
             "visible": [v["entry"] for v in visibility["visible"]], "nvml_devices": gpu_summary(devices)},
-            fix="export CUDA_VISIBLE_DEVICES=%s" % ",".join(named)))
+            fix=line("export", "CUDA_VISIBLE_DEVICES=" + ",".join(named))))
     built, driver = cuda.get("built_with"), nvml.get("cuda_driver_version")
     gap = driver_gap(built, driver)
     if gap:
@@ -148,7 +147,9 @@ def rule_gpu(facts, options):
                 "minor-version compatibility: a CUDA %s build runs on a CUDA %s driver for its precompiled "
                 "kernels; JIT of newer PTX fails ('the provided PTX was compiled with an unsupported "
                 "toolchain') and features that need a newer driver are refused" % (built, driver))
-        upgrade = "or upgrade the NVIDIA driver to one whose CUDA version (nvidia-smi, top right) is >= %s" % built
+        # rebuilt from its numbers: torch.version.cuda is input, and this text ends up in a fix's comment
+        upgrade = "or upgrade the NVIDIA driver to one whose CUDA version (nvidia-smi, top right) is >= %d.%d" % (
+            parse_version(built)[:2])
         found.append(finding("cuda-driver-too-old", evidence, severity=None if other_major else "warning",
                              title=None if other_major else "the NVIDIA driver is one CUDA minor behind torch "
                                                             "(minor-version compatibility)",
@@ -189,7 +190,7 @@ def rule_gates_cuda_distributed(facts, options):
                 "torch_cuda": torch.get("cuda"), "nvml": cuda.get("nvml"), "blocked_by": cuda.get("blocked_by"),
                 "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")},
                 severity="error" if options.require_cuda else "info",
-                fix=None if torch.get("cuda") else with_pip(facts, pip(facts, "install torch") + (
+                fix=None if torch.get("cuda") else with_pip(facts, pip(facts, ["install", "torch"]) + (
                     "  # the default Linux wheel is a CUDA build; or pick one at https://pytorch.org/get-started"))))
             if torch.get("cuda"):
                 found[-1]["fix"] = blocking_fix(cuda)

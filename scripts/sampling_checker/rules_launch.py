@@ -2,6 +2,7 @@
 
 import os
 
+from diagnostics_core.command import Raw, line
 from diagnostics_core.contract import script_command
 from diagnostics_core.netenv import SOCKET_IFNAME_VARIABLES, absent_interfaces
 from .findings import finding
@@ -32,7 +33,7 @@ def rule_launch_values_invalid(facts, options):
     if not invalid:
         return []
     return [finding("launch-env-invalid", {"invalid": invalid},
-                    fix="unset or correct them, e.g.: unset %s" % " ".join(sorted(invalid)))]
+                    fix="unset or correct them, e.g.: %s" % line("unset", sorted(invalid)))]
 
 
 def rule_torch_rank_ranges(facts, options):
@@ -70,7 +71,8 @@ def rule_master_incomplete(facts, options):
     return [finding("launch-master-incomplete", {
         "MASTER_ADDR": (launch.get("MASTER_ADDR") or {}).get("raw"),
         "MASTER_PORT": (launch.get("MASTER_PORT") or {}).get("raw"), "missing": missing},
-        fix="export %s=%s" % (missing, "29500" if missing == "MASTER_PORT" else "<hostname of rank 0>"))]
+        fix=line("export", "MASTER_PORT=29500") if missing == "MASTER_PORT" else
+        "export MASTER_ADDR=HOST  # HOST: the hostname of rank 0")]
 
 
 def rule_torchrun_slurm_mismatch(facts, options):
@@ -86,8 +88,9 @@ def rule_torchrun_slurm_mismatch(facts, options):
     if not disagreements or facts["environment"]["launcher"] == "torchrun":
         return []
     return [finding("launch-torchrun-slurm-mismatch", disagreements,
-                    fix="derive one from the other in the job script, e.g. "
-                        "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID")]
+                    fix="derive one from the other in the job script, e.g. " + line(
+                        "export", Raw("RANK=$SLURM_PROCID"), Raw("WORLD_SIZE=$SLURM_NTASKS"),
+                        Raw("LOCAL_RANK=$SLURM_LOCALID")))]
 
 
 def rule_socket_ifnames(facts, options):
@@ -166,9 +169,10 @@ def rule_multi_node_names(facts, options):
             "not_checked": "DNS (no query is sent); only %s is read" % HOSTS_FILE},
             # NCCL_SOCKET_IFNAME set: an NCCL job names its interface; gloo's side may still fail (a warning).
             severity="warning" if "NCCL_SOCKET_IFNAME" in launch else None,
-            fix="export GLOO_SOCKET_IFNAME=%s  # or map %s to its network address in %s%s" % (
-                route or "<the interface that routes to MASTER_ADDR: ip route get $MASTER_ADDR>", own["name"],
-                HOSTS_FILE, "; %s carries this node's default route (/proc/net/route)" % route if route else "")))
+            fix="%s  # %sor map this host's name (evidence.hostname) to its network address in %s" % (
+                line("export", "GLOO_SOCKET_IFNAME=" + (route or "IFACE")),
+                "the interface of this node's default route (/proc/net/route); " if route else
+                "IFACE: the interface that routes to MASTER_ADDR (ip route get $MASTER_ADDR); ", HOSTS_FILE)))
     return found
 
 
@@ -189,8 +193,8 @@ def rule_world_size_layout(facts, options):
     return [finding("launch-world-size-mismatch", {
         "WORLD_SIZE": world, "SLURM_NNODES": nodes, per_node_name: per_node, "expected": nodes * per_node,
         "consequence": "the rendezvous waits for %d processes; %d will start" % (world, nodes * per_node)},
-        fix="export WORLD_SIZE=$((SLURM_NNODES * %s))  # or let torchrun count: torchrun --nnodes "
-            "$SLURM_NNODES --nproc-per-node %d ..." % (per_node_name, per_node))]
+        fix="%s  # or let torchrun count: torchrun --nnodes $SLURM_NNODES --nproc-per-node %d ..." % (
+            line("export", Raw("WORLD_SIZE=$((SLURM_NNODES * %s))" % per_node_name)), per_node))]
 
 
 def ranks_out_of_range(launch, pairs):

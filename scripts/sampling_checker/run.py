@@ -1,22 +1,16 @@
-"""One checker run: choose the interpreter, probe it in the sandboxed child, assemble the facts,
-apply the rules and gates, render."""
+"""Gathering one checker run's facts (the Spec's gather): choose the interpreter, probe it in the sandboxed
+child (or read its static facts alone), assemble. Every bound comes from the run (the Spec's stage table)."""
 
 import errno
 import sys
 
 from diagnostics_core.cli import UsageError
-from diagnostics_core.markdown import private_names, stderr_line
-from diagnostics_core.text import describe_exception, quote
+from diagnostics_core.text import describe_exception
 from .assemble import assemble_facts
-from .budget import GRACE_S, stage_bounds
-
+from .findings import TOOL
 from .interpreter import choose_interpreter, finish_interpreter_facts, refuse_script_runner, resolve_python
 from .probe import child_steps, run_child_attempt, run_import_probe, step_data
-from .render import output, redactions, render, stderr_summary
-from .rules import diagnose, evaluate_gates
 from .static_facts import StaticStageTimeout, gather_static_facts_bounded
-from .findings import TOOL
-
 
 
 class StaticStageFailed(Exception):
@@ -27,63 +21,87 @@ class StaticStageFailed(Exception):
         self.evidence = evidence
 
 
-class Terminal(object):
-    """The checker's stderr: one line per message, controls escaped, and in markdown mode (a report
-    to paste in public) user, home and host names redacted like the report itself."""
+def gather(run):
+    """Fill run.facts: the interpreter choice first (an interrupted run still says which one), then every
+    section, or "static_failure" when the static stage gave nothing the rules could read."""
+    try:
+        python, choice, answer = pick_interpreter(run)
+        run.facts["interpreter"] = choice
+        try:
+            static, probe = probe_interpreter(run, python, answer, choice)
+        except StaticStageFailed as failure:
+            run.facts["static_failure"] = dict(failure.evidence,
+                                               what_is_missing="every fact: the rules need the static stage's facts")
+            return
+        run.facts.update(assemble_facts(static, probe, python))
+        run.facts["interpreter"] = choice
+        if choice.get("probed_is_active") is False:
+            run.say("note: %s is not the active environment %s (finding interpreter-not-active)"
+                    % (python, choice["active_environment"]["prefix"]))
+    except OSError as error:
+        if error.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        raise open_files_refusal(error, run.argv)
 
-    def __init__(self, options):
-        self.redact = options.format == "markdown" and not options.no_redact
-        self.names = private_names() if self.redact else ()
 
-    def line(self, text):
-        stderr_line(text, self.names)
-
-    def say(self, text):
-        self.line("check_sampling_backends: %s" % text)
-
-    def summary(self, document):
-        if self.redact:
-            self.names = redactions(document)
-        for line in stderr_summary(document, self.names):
-            self.line(line)
-
-
-def pick_interpreter(options, terminal, bounds):
+def pick_interpreter(run):
     """-> (python, interpreter facts, its answer); UsageError when --python or the active environment is unusable."""
     requested = answer = None
-    if options.python is not None:
-        requested, answer = resolve_python(options.python, bounds)
+    limit = run.bounds["question"]
+    if run.options.python is not None:
+        requested, answer = resolve_python(run.options.python, limit)
     python, choice = choose_interpreter(requested)
     if choice["chosen_by"] == "active-environment":
         source = choice["active_environment"]["source"]
-        python, answer = resolve_python(python, bounds, source=source)
-        terminal.say("probing %s, the active environment (%s), not %s%s; --python chooses another" % (
+        python, answer = resolve_python(python, limit, source=source)
+        run.say("probing %s, the active environment (%s), not %s%s; --python chooses another" % (
             python, "its bin is on PATH" if source == "PATH" else "$" + source, sys.executable,
             " (a throwaway %s environment)" % choice["running_ephemeral"] if choice["running_ephemeral"] else ""))
     return python, finish_interpreter_facts(choice, answer), answer
 
 
-def static_here(options, bounds):
-    """--static-only in this interpreter: the stage on a bounded thread, no imports (psutil is the probe's)."""
-    try:
-        return gather_static_facts_bounded(bounds.static_here_deadline, import_psutil=False, grace=GRACE_S)
-    except StaticStageTimeout as error:
-        raise StaticStageFailed({"how": "deadline", "interpreter": sys.executable, "timeout_s": options.timeout,
-                                 "section": error.section, "message": str(error)})
+def probe_interpreter(run, python, answer, choice):
+    """-> (static facts, probe record or None for --static-only); StaticStageFailed when there are no facts."""
+    if run.options.static_only:
+        return static_facts_of(run, python, answer, choice), None
+    # Said once the probe script runs: an interpreter that cannot run it is refused on one line.
+    probe = run_import_probe(python, run, on_started=lambda: run.say(
+        "probing %s (deadline %ds)..." % (python, run.options.timeout)))
+    static = step_data(probe["results"], "static")
+    if static is not None:
+        return static, probe
+    if not probe["results"] and answer is not None:
+        raise refuse_script_runner(python, answer, choice_source(choice))
+    record = probe["results"].get("static") or {}
+    last = probe["attempts"][-1] if probe["attempts"] else {}
+    raise StaticStageFailed(static_failure(python, run.options, probe["results"], last.get("culprit"),
+                                           last.get("killed_for") or (record.get("status") if record.get(
+                                               "status") in ("deadline", "hung") else None),
+                                           last.get("returncode"), record.get("stderr_tail")
+                                           or last.get("stderr_tail")))
 
 
-def run_static_in(python, options, bounds, answer, choice):
-    """Static facts of another interpreter: the child runs only the static step, bounded like the probe."""
+def static_facts_of(run, python, answer, choice):
+    """The static stage alone: in this interpreter on a bounded thread (no imports: psutil is the probe's),
+    or for another interpreter in the child, running only its static step."""
+    if python == sys.executable:
+        try:
+            return gather_static_facts_bounded(run.by("static"), run.by("static_wait"), import_psutil=False)
+        except StaticStageTimeout as error:
+            raise StaticStageFailed({"how": "deadline", "interpreter": sys.executable,
+                                     "timeout_s": run.options.timeout, "section": error.section,
+                                     "message": str(error)})
     skip = dict((step, "static-only") for step in child_steps({}) if step != "static")
-    attempt = run_child_attempt(python, {"skip": skip, "block": [], "static_deadline": bounds.static_child_deadline},
-                                bounds.deadline, options.timeout, set())
+    attempt = run_child_attempt(python, {"skip": skip, "block": [], "static_by": run.by("static"),
+                                         "static_wait": run.by("static_wait")}, run.deadline,
+                                run.bounds["hang"], set())
     record = attempt.results.get("static")
     if record and record.get("status") == "ok":
         return record["data"]
     if not attempt.results and attempt.current is None and answer is not None:
         raise refuse_script_runner(python, answer, choice_source(choice))
-    raise StaticStageFailed(static_failure(python, options, attempt.results, attempt.current, attempt.killed_for,
-                                           attempt.returncode, attempt.stderr_tail))
+    raise StaticStageFailed(static_failure(python, run.options, attempt.results, attempt.current,
+                                           attempt.killed_for, attempt.returncode, attempt.stderr_tail))
 
 
 def static_failure(python, options, results, running, killed_for, returncode, stderr_tail):
@@ -102,21 +120,6 @@ def static_failure(python, options, results, running, killed_for, returncode, st
     return evidence
 
 
-def static_of_probe(python, options, probe, answer, choice):
-    static = step_data(probe["results"], "static")
-    if static is not None:
-        return static
-    if not probe["results"] and answer is not None:
-        raise refuse_script_runner(python, answer, choice_source(choice))
-    record = probe["results"].get("static") or {}
-    last = probe["attempts"][-1] if probe["attempts"] else {}
-    raise StaticStageFailed(static_failure(python, options, probe["results"], last.get("culprit"),
-                                           last.get("killed_for") or (record.get("status") if record.get(
-                                               "status") in ("deadline", "hung") else None),
-                                           last.get("returncode"), record.get("stderr_tail")
-                                           or last.get("stderr_tail")))
-
-
 def choice_source(choice):
     """None for --python or the running interpreter, else where the active environment came from."""
     if choice.get("chosen_by") != "active-environment":
@@ -124,100 +127,47 @@ def choice_source(choice):
     return choice["active_environment"]["source"]
 
 
-def run(options, started):
-    terminal = Terminal(options)
-    bounds = stage_bounds(options.timeout, started)
+def installed_torch(run):
+    """--wheels without a value: (version with its variant, Python version) of the torch the checker would
+    probe, read from its torch/version.py; UsageError if there is none."""
+    from diagnostics_core.wheels import parse_version
+    from .parsing import cuda_variant
+    run.plan_time()  # a metadata command answers before the runner plans the run's time
+    python, choice, answer = pick_interpreter(run)
     try:
-        try:
-            python, choice, answer = pick_interpreter(options, terminal, bounds)
-        except UsageError as error:
-            return refuse(error, options, started, terminal)
-        document, exit_code = probe_and_diagnose(python, choice, answer, options, started, bounds, terminal)
-    except UsageError as error:
-        return refuse(error, options, started, terminal)
-    except OSError as error:
-        if error.errno not in (errno.EMFILE, errno.ENFILE):
-            raise
-        return refuse(open_files_refusal(error), options, started, terminal)
-    output(document, options)
-    terminal.summary(document)
-    return exit_code
-
-
-def probe_and_diagnose(python, choice, answer, options, started, bounds, terminal):
-    facts, findings, gates = {}, [], {}
-    try:
-        probe = None
-        if options.static_only:
-            if python == sys.executable:
-                static = static_here(options, bounds)
-            else:
-                static = run_static_in(python, options, bounds, answer, choice)
-        else:
-            # Said once the probe script runs: an interpreter that cannot run it is refused on one line.
-            probe = run_import_probe(python, bounds, on_started=lambda: terminal.say(
-                "probing %s (deadline %ds)..." % (python, options.timeout)))
-            static = static_of_probe(python, options, probe, answer, choice)
-        facts = assemble_facts(static, probe, python, options)
-        facts["interpreter"] = choice
-        if choice.get("probed_is_active") is False:
-            terminal.say("note: %s is not the active environment %s (finding interpreter-not-active)"
-                         % (python, choice["active_environment"]["prefix"]))
-        findings = diagnose(facts, options)
-        gates = evaluate_gates(facts, options)
-        return render(facts, findings, gates, options, started)
+        static = static_facts_of(run, python, answer, choice)
     except StaticStageFailed as failure:
-        return static_stage_document(failure.evidence, choice, options, started)
-    except (UsageError, OSError) as error:
-        if isinstance(error, UsageError) or error.errno in (errno.EMFILE, errno.ENFILE):
-            raise
-        return internal_error_document(error, facts, findings, gates, options, started)
-    except Exception as error:  # still one JSON document, saying what broke
-        return internal_error_document(error, facts, findings, gates, options, started)
+        static = {"torch_build": {}, "failure": failure.evidence}
+    build = static.get("torch_build") or {}
+    if not build.get("version"):
+        raise UsageError("check_sampling_backends.py: error: --wheels without a value needs torch in %s; "
+                         "name a build instead" % python, "usage-error",
+                         {"python": python, "message": "torch is not installed there"
+                          if "failure" not in static else "its static facts could not be read",
+                          "static_failure": static.get("failure")},
+                         fix=TOOL.command("--wheels", "2.14.1+cu126"))
+    variant = "rocm" if build.get("hip") else cuda_variant(build.get("cuda"))
+    return "%s+%s" % (build["version"].split("+")[0], variant), parse_version(static["python"]["version"])
 
 
-def internal_error_document(error, facts, findings, gates, options, started):
-    from diagnostics_core.cli import internal_error
-    return render(facts, findings, gates, options, started, internal_error=internal_error(error, describe_exception))
-
-
-def static_stage_document(evidence, choice, options, started):
-    """No static facts, so no rule can run: one finding saying why, and every gate asked failed."""
-    evidence = dict(evidence, what_is_missing="every fact: the rules need the static stage's facts")
-    again = ["--timeout", "%d" % stage_bounds(options.timeout, 0).retry_timeout_s]
-    if options.static_only:
-        again.append("--static-only")
-    if options.python is not None:
-        again += ["--python", quote(options.python)]
-    fix = ("%s  # not run here; if it still does not finish, a file system it reads is hung: "
-           "ls -l the paths in the evidence" % TOOL.command(*again))
-    finding = TOOL.finding("static-stage-incomplete", evidence, fix=fix)
-    gates = {}
-    for flag, gate in (("require_neighbor_backend", "neighbor_backend"), ("require_cuda", "cuda"),
-                       ("require_distributed", "distributed")):
-        if getattr(options, flag, None):
-            gates[gate] = {"passed": False, "reason": "not decided: the static stage gave no facts"}
-    return render({"interpreter": choice}, [finding], gates, options, started)
-
-
-def open_files_refusal(error):
-    """RLIMIT_NOFILE too low to start the probe: a usage-style refusal naming the limit and the fix."""
-    soft = hard = None
-    try:
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):
-        pass
-    wanted = 1024 if hard is None or hard < 0 or hard >= 1024 else hard
+def open_files_refusal(error, argv):
+    """RLIMIT_NOFILE too low to start the probe: a usage-style refusal naming both limits and the fix that works
+    under the hard limit (a soft limit cannot be raised above it)."""
+    from diagnostics_core import command
+    from diagnostics_core.container import get_open_files
+    limits = get_open_files() or {"soft": None, "hard": None}
+    soft, hard = limits["soft"], limits["hard"]
+    wanted = 1024 if hard is None or hard >= 1024 else hard
+    note = "" if wanted == 1024 else ("  # the hard limit (ulimit -Hn) is %d: only root raises it (in a container: "
+                                      "docker run --ulimit nofile=SOFT:HARD)" % hard)
     return UsageError("check_sampling_backends.py: error: too many open files (the open-files limit, "
-                      "ulimit -n, is %s): the checker needs a few dozen to run its probe; run it after "
-                      "ulimit -n %d" % (soft, wanted), "open-files-limit",
-                      {"RLIMIT_NOFILE": {"soft": soft, "hard": hard}, "error": describe_exception(error)},
-                      fix="ulimit -n %d && %s" % (wanted, TOOL.command(*[quote(w) for w in sys.argv[1:]])))
+                      "ulimit -n, is %s; the hard limit, ulimit -Hn, is %s): the checker needs a few dozen to "
+                      "run its probe; run it after ulimit -n %d" % (soft, "unlimited" if hard is None else hard,
+                                                                    wanted), "open-files-limit",
+                      {"RLIMIT_NOFILE": limits, "error": describe_exception(error)},
+                      fix="%s && %s%s" % (command.line("ulimit", "-n", str(wanted)), TOOL.command(*argv), note))
 
 
-def refuse(error, options, started, terminal):
-    document, exit_code = render({}, [error.finding(TOOL)], {}, options, started, usage_error=True)
-    output(document, options)  # first: a stdout that cannot take it ends the run with its own one line
-    terminal.line(error.line)
-    return exit_code
+def interrupted_fix(run, evidence):
+    """The interrupted finding's fix: the same command again, left to finish (or with a shorter --timeout)."""
+    return "%s  # let it finish; --timeout bounds the whole run" % TOOL.command(*run.argv)

@@ -2,7 +2,9 @@
 which the document's order (render), --schema and the committed schema file
 (scripts/check_sampling_backends.schema.json, written by maintainers/build_bundle.py) all come."""
 
-from diagnostics_core.contract import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+import signal
+
+from diagnostics_core.contract import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED_BASE, EXIT_OK, EXIT_USAGE
 from .findings import FINDINGS, SCHEMA_VERSION
 
 OBJECT_OR_NULL = {"type": ["object", "null"]}
@@ -17,6 +19,9 @@ FACT_SCHEMAS = (
     ("pyg_source", {"type": ["object", "null"], "required": ["found"]}),
     ("cpu", {"type": ["object", "null"], "required": ["logical_cores"]}),
     ("environment", {"type": ["object", "null"], "required": ["threads", "launch"]}),
+    # What a container or cgroup limits (diagnostics_core.container); a part it cannot read is null.
+    ("container", {"type": ["object", "null"], "required": ["shm", "cgroup_cpu", "cgroup_memory", "host_memory_bytes",
+                                                            "cores", "open_files"]}),
     ("probe", OBJECT_OR_NULL),
     ("torch", OBJECT_OR_NULL),
     ("cuda", OBJECT_OR_NULL),
@@ -58,8 +63,9 @@ def json_schema():
         "schema_version": {"const": SCHEMA_VERSION},
         "ok": {"type": "boolean", "description": "no error finding, no failed gate, no internal error"},
         "status": {"enum": ["ok", "warning", "error", "incomplete", "gate-failed", "usage-error",
-                            "internal-error"]},
-        "exit_code": {"enum": [EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL]},
+                            "internal-error", "interrupted"]},
+        "exit_code": {"enum": [EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL]
+                      + [EXIT_INTERRUPTED_BASE + number for number in (signal.SIGINT, signal.SIGTERM)]},
         "findings": {"type": "array", "items": finding_schema},
         "gates": {"type": "object", "additionalProperties": gate_schema,
                   "propertyNames": {"enum": ["neighbor_backend", "cuda", "distributed"]}},

@@ -636,6 +636,14 @@ def get_name_resolution_facts(hostname, master_addr):
     }
 
 
+def get_container_facts():
+    """What a container or a scheduler's cgroup limits (diagnostics_core.container): /dev/shm, the cgroup's CPU
+    quota and memory limit, the host's RAM, the usable cores, the open-files limits. One bounded operation:
+    a statvfs of /dev/shm could block like any mount."""
+    from diagnostics_core import container
+    return ACCESS.run("/dev/shm, /proc/self/cgroup, /sys/fs/cgroup (container limits)", container.get_container, None)
+
+
 def detect_launcher():
     if "TORCHELASTIC_RUN_ID" in os.environ or "GROUP_RANK" in os.environ:
         return "torchrun"
@@ -658,7 +666,7 @@ def gather_static_facts(deadline=None, import_psutil=True):
         for section, gather in (("python", get_python_facts), ("distributions", get_distribution_facts),
                                 ("torch_build", get_torch_build_facts), ("pyg_source", get_pyg_source_facts),
                                 ("cpu", lambda: get_cpu_facts(import_psutil)),
-                                ("environment", get_environment_facts)):
+                                ("environment", get_environment_facts), ("container", get_container_facts)):
             ACCESS.section = section  # named if the stage as a whole overruns
             facts[section] = gather()
         # What the stage could not read (FIFOs, devices, denied, blocked mounts), for files-unreadable.
@@ -676,8 +684,9 @@ class StaticStageTimeout(Exception):
         self.section = section
 
 
-def gather_static_facts_bounded(deadline, import_psutil=True, grace=1.0):
-    """gather_static_facts on a daemon thread, waited for until `deadline` + `grace` at most.
+def gather_static_facts_bounded(deadline, wait_until, import_psutil=True):
+    """gather_static_facts on a daemon thread: no file operation runs past `deadline`, and the thread is waited
+    for until `wait_until` at most (both absolute, from the run's stage table).
 
     Each file operation is bounded already; this bounds what is not (an
     import, a find_spec on a hung mount) so the stage as a whole ends in time.
@@ -693,7 +702,7 @@ def gather_static_facts_bounded(deadline, import_psutil=True, grace=1.0):
     thread = threading.Thread(target=work, name="static-stage")
     thread.daemon = True
     thread.start()
-    thread.join(max(0.0, deadline + grace - time.time()))
+    thread.join(max(0.0, wait_until - time.time()))
     if not box:
         raise StaticStageTimeout("the static stage did not finish within its deadline (blocked in its %s part)"
                                  % ACCESS.section, ACCESS.section)

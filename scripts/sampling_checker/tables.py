@@ -119,3 +119,14 @@ TORCH_CUDA_BUILD_ARCHS = {"12.6": [50, 60, 70, 75, 80, 86, 90], "13.0": [75, 80,
 NVML_FATAL_ERRORS = ("NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_LIB_RM_VERSION_MISMATCH")
 
 
+
+
+# Container limits (diagnostics_core.container). Docker's and Kubernetes' default /dev/shm is 64 MiB
+# (docker run --shm-size's default; a pod without a memory-backed emptyDir); a /dev/shm under 1 GiB, or with
+# less than that free, is flagged: a loader's workers keep num_workers x prefetch_factor batches there.
+DOCKER_SHM_DEFAULT = 64 << 20
+SHM_SMALL_BYTES = 1 << 30
+# Below this soft open-files limit, loader workers sharing many tensors by descriptor run out; the raise a
+# fix asks for, where the hard limit allows it.
+NOFILE_LOW = 4096
+NOFILE_WANTED = 65536

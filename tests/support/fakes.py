@@ -542,3 +542,135 @@ def fake_extension(root, dist_name, module, version, failure="undefined-symbol",
         FAILURES[failure](root, module, **failure_options)
     return fake_distribution(root, dist_name, version, wheel_tag=wheel_tag,
                              installer=installer, top_level=[module])
+
+
+# ---------------------------------------------------------------------------
+# Fake checker facts: what the static stage and the probe child report for a typical environment (torch 2.13
+# CPU build, PyG 2.8.1, torch-scatter and torch-sparse source builds, no pyg-lib, no GPU), assembled by the
+# checker's own code. The fast tier edits copies and replays the rules, rendering and fixes on them.
+# ---------------------------------------------------------------------------
+
+FAKE_PYTHON = "/venvs/pyg/bin/python"
+FAKE_SITE = "/venvs/pyg/lib/python3.11/site-packages"
+
+
+def fake_record(name, version, module, tags=("cp311-cp311-linux_x86_64",), site=FAKE_SITE, requires_python=None):
+    """One install record as static_facts.get_distribution_record reads it from a .dist-info."""
+    local = version.split("+", 1)[1] if "+" in version else None
+    tag = None
+    if local:
+        match = re.match(r"^pt(\d)(\d+)(cpu|cu\d+)$", local)
+        tag = {"raw": local, "torch": "%s.%s" % match.groups()[:2] if match else None,
+               "variant": match.group(3) if match else None}
+    return {"name": name, "version": version, "local_tag": tag, "wheel_tags": list(tags), "installer": "pip",
+            "location": site, "metadata_dir": "%s/%s-%s.dist-info" % (site, module, version.split("+")[0]),
+            "top_level": [module], "requires_python": requires_python, "editable_or_url": False}
+
+
+def fake_static_facts(python=FAKE_PYTHON):
+    """The static stage's sections for the typical environment (see above)."""
+    prefix = python.rsplit("/bin/", 1)[0]
+    installed = {
+        "torch": fake_record("torch", "2.13.0+cpu", "torch"),
+        "torch-geometric": fake_record("torch_geometric", "2.8.1", "torch_geometric", ("py3-none-any",),
+                                       requires_python=">=3.10"),
+        "torch-scatter": fake_record("torch_scatter", "2.1.2", "torch_scatter"),
+        "torch-sparse": fake_record("torch_sparse", "0.6.18", "torch_sparse"),
+        "numpy": fake_record("numpy", "2.3.0", "numpy"),
+    }
+    tracked = ("torch", "torch-geometric", "pyg-nightly", "pyg-lib", "torch-sparse", "torch-scatter", "torch-cluster",
+               "torch-spline-conv", "psutil", "numpy")
+    packages = dict((name, {"installed": name in installed, "version": installed[name]["version"]
+                            if name in installed else None, "installs": [installed[name]] if name in installed else []})
+                    for name in tracked)
+    return {
+        "python": {"version": "3.11.7", "implementation": "CPython", "executable": python, "prefix": prefix,
+                   "in_virtualenv": True, "platform": "linux", "system": "Linux", "release": "6.1.0",
+                   "machine": "x86_64", "libc": {"name": "glibc", "version": "2.36"}, "pip": True, "venv_tool": None,
+                   "ephemeral": None, "build_prerequisites": {
+                       "setuptools": "80.9.0", "wheel": "0.45.1", "scipy": "1.16.2", "compiler": "/usr/bin/c++",
+                       "python_headers": True}},
+        "distributions": {"packages": packages, "module_claims": {}, "conda_prefix": False, "conda_packages": []},
+        "torch_build": {"found": True, "package_dir": FAKE_SITE + "/torch", "version": "2.13.0+cpu", "cuda": None,
+                        "hip": None, "debug": False, "git_version": "0123abc", "variant": "cpu"},
+        "pyg_source": {"found": True, "package_dir": FAKE_SITE + "/torch_geometric",
+                       "stack_level_typo": ["torch_geometric/distributed/dist_neighbor_loader.py:85"],
+                       "partition_saves_defaultdict": True, "distributed_present": True},
+        "cpu": {"logical_cores": 8, "affinity": {"count": 8, "cpus": "0-7"}, "physical_cores": 4,
+                "physical_cores_source": "sysfs", "numa_nodes": [{"node": 0, "cpus": "0-7"}],
+                "psutil_physical_cores": None},
+        "environment": {"threads": {}, "launch": {}, "network_interfaces": ["eth0", "lo"], "launcher": None,
+                        "hostname": "node0", "name_resolution": {
+                            "hosts_order": ["files", "dns"],
+                            "hostname": {"name": "node0", "source": "/etc/hosts", "addresses": ["10.0.0.5"],
+                                         "loopback": False, "first_loopback": False},
+                            "MASTER_ADDR": None},
+                        "default_route_interface": "eth0", "unreadable_files": {"paths": [], "count": 0}},
+        "container": {"shm": {"path": "/dev/shm", "total_bytes": 16 << 30, "free_bytes": 16 << 30, "fstype": "tmpfs",
+                              "size_option": "16777216k"},
+                      "cgroup_cpu": {"version": 2, "folder": "/sys/fs/cgroup", "quota_us": None, "period_us": None,
+                                     "cores": None, "limited_at": None, "file": "cpu.max"},
+                      "cgroup_memory": {"version": 2, "folder": "/sys/fs/cgroup", "limit_bytes": None,
+                                        "limited_at": None, "file": "memory.max"},
+                      "host_memory_bytes": 32 << 30, "cores": {"affinity": 8, "cgroup_cores": None, "usable": 8},
+                      "open_files": {"soft": 65536, "hard": 65536}},
+    }
+
+
+def ok(data):
+    return {"status": "ok", "data": data, "seconds": 0.1}
+
+
+def fake_probe(static):
+    """The probe child's records for the typical environment."""
+    nvml = {"available": False, "library": "libnvidia-ml.so.1", "library_override": False,
+            "reason": "library-not-found", "message": "libnvidia-ml.so.1: cannot open shared object file"}
+    extension = {"status": "ok", "file": None, "import_seconds": 0.2, "warnings": [], "ops_namespaces": [], "ops": {},
+                 "cuda_version": -1}
+    results = {
+        "static": ok(static), "nvml": ok(nvml),
+        "torch": ok({"version": "2.13.0+cpu", "file": FAKE_SITE + "/torch/__init__.py", "cuda": None, "hip": None,
+                     "debug": False, "cxx11_abi": True, "num_threads": 8, "num_interop_threads": 8, "mkl": True,
+                     "openmp": True, "warnings": []}),
+        "cuda": ok({"built_with": None, "compiled": False, "arch_list": [], "nccl_version": None, "cudnn_version": None,
+                    "visible_devices_env": None, "releases_code_cc": None, "nvml": nvml, "context_created": False}),
+        "distributed": ok({"available": True, "backends": {"gloo": True, "nccl": False, "mpi": False, "ucc": False},
+                           "rpc_available": True}),
+        "ext:pyg_lib": ok({"status": "not-installed"}),
+        "ext:torch_scatter": ok(dict(extension, version="2.1.2", file=FAKE_SITE + "/torch_scatter/__init__.py",
+                                     ops_namespaces=["torch_scatter"], ops={"torch_scatter": ["scatter_sum"]})),
+        "ext:torch_sparse": ok(dict(extension, version="0.6.18", file=FAKE_SITE + "/torch_sparse/__init__.py",
+                                    ops_namespaces=["torch_sparse"], ops={"torch_sparse": ["neighbor_sample"]})),
+        "ext:torch_cluster": ok({"status": "not-installed"}),
+        "ext:torch_spline_conv": ok({"status": "not-installed"}),
+        "pyg": ok({"version": "2.8.1", "file": FAKE_SITE + "/torch_geometric/__init__.py", "import_seconds": 1.5,
+                   "flags": {"WITH_PYG_LIB": False, "WITH_TORCH_SPARSE": True, "WITH_TORCH_SCATTER": True,
+                             "WITH_WEIGHTED_NEIGHBOR_SAMPLE": False, "WITH_EDGE_TIME_NEIGHBOR_SAMPLE": False,
+                             "WITH_PT20": True, "NO_MKL": False},
+                   "neighbor_backend": "torch-sparse", "induced_backend": "torch-sparse", "warnings": []}),
+        "smoke:pyg-lib": {"status": "not-run"},
+        "smoke:torch-sparse": ok({"passed": True, "samples": [{"fanout": -1, "sampled_edges": 5, "problems": []},
+                                                             {"fanout": 1, "sampled_edges": 2, "problems": []}]}),
+        "features": ok({"pyg_lib_sampler_parameters": [], "dist_ops": {}, "pyg_lib_partition": False,
+                        "pyg_lib_cuda_sampling": False, "torch_sparse_metis": {"works": False, "error": {
+                            "type": "RuntimeError", "message": "Not compiled with METIS support"}}}),
+        "refused_sockets": ok([]),
+    }
+    attempt = {"returncode": 0, "signal": None, "finished": True, "killed_for": None, "culprit": None, "seconds": 4.2,
+               "blocked_modules": [], "skipped_steps": [], "descendants_ended": [], "subreaper": True}
+    return {"results": results, "attempts": [attempt], "hang_limit_s": 20.0, "complete": True, "blocked_modules": [],
+            "culprits": []}
+
+
+def checker_facts(python=FAKE_PYTHON, static_only=False, edit_static=None):
+    """The facts a checker run on the typical environment gathers (assembled by sampling_checker.assemble);
+    `edit_static(static)` changes what the static stage saw before assembly."""
+    from sampling_checker.assemble import assemble_facts
+    static = fake_static_facts(python)
+    if edit_static is not None:
+        edit_static(static)
+    facts = assemble_facts(static, None if static_only else fake_probe(static), python)
+    facts["interpreter"] = {"chosen_by": "running", "probed": python, "running": python, "running_ephemeral": None,
+                            "active_environment": None, "probed_prefix": static["python"]["prefix"],
+                            "probed_ephemeral": None, "probed_is_active": None}
+    return facts
