@@ -152,7 +152,7 @@ def test_a_low_open_files_limit_and_a_fix_that_works_under_the_hard_limit(tmp_pa
     raisable = invoke_checker("--static-only", preexec_fn=limited(1024, 8192))
     assert raisable.json["container"]["open_files"] == {"soft": 1024, "hard": 8192}
     found = raisable.only("open-files-low")
-    assert found["severity"] == "info" and found["fix"].startswith("ulimit -n 8192  # ")
+    assert found["severity"] == "info" and found["fix"].startswith("ulimit -Sn 8192  # ")
     # The fix, run as printed before the checker (from another folder, the same hard limit): nothing left to say.
     step = found["fix"].split("  #")[0]
     fixed = subprocess.run(["bash", "-c", '%s && exec "$0" "$1" --static-only' % step, sys.executable, str(CHECKER)],

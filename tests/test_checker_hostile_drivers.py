@@ -350,10 +350,10 @@ def test_open_files_limit_too_low_is_named_with_ulimit(tmp_path):
     result = invoke_checker("--timeout", "20", preexec_fn=limit)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()  # the probe never started, so no "probing ..." line
-    assert "ulimit -n" in line and "is 7" in line
+    assert "ulimit -Sn" in line and "is 7" in line
     found = result.only("open-files-limit")
     assert found["evidence"]["RLIMIT_NOFILE"]["soft"] == 7
-    assert found["fix"].startswith("ulimit -n 1024 && python3 ")
+    assert found["fix"].startswith("ulimit -Sn 1024 && python3 ")
     assert "checker-internal-error" not in result.ids()
     # The fix, run (as a shell would: the raised limit, then the same command).
     fixed = subprocess.run(["bash", "-c", found["fix"].replace("python3 ", sys.executable + " ", 1)],

@@ -106,8 +106,8 @@ def rule_cgroup_memory(facts, options):
 
 def rule_open_files(facts, options):
     """A low open-files limit: loader workers share each tensor by a file descriptor (torch's default
-    sharing strategy on Linux), so a batch of many tensors in flight needs many. `ulimit -n` raises the
-    soft limit only up to the hard one."""
+    sharing strategy on Linux), so a batch of many tensors in flight needs many. `ulimit -Sn` raises the
+    soft limit only up to the hard one (a plain `ulimit -n` sets both, and lowers the hard one for good)."""
     limits = container_facts(facts).get("open_files") or {}
     soft, hard = limits.get("soft"), limits.get("hard")
     if soft is None or soft >= NOFILE_LOW:
@@ -117,10 +117,10 @@ def rule_open_files(facts, options):
                            "workers", "hard_limit_command": "ulimit -Hn"}
     if hard is None or hard >= NOFILE_LOW:
         raise_to = NOFILE_WANTED if hard is None else min(hard, NOFILE_WANTED)
-        return [finding("open-files-low", evidence, fix="%s  # in the job script, before python; the hard limit "
-                        "(ulimit -Hn) allows it" % line("ulimit", "-n", str(raise_to)))]
+        return [finding("open-files-low", evidence, fix="%s  # in the job script, before python: the soft limit, "
+                        "which the hard limit (ulimit -Hn) allows" % line("ulimit", "-Sn", str(raise_to)))]
     return [finding("open-files-low", evidence, severity="warning", fix=(
         "torch.multiprocessing.set_sharing_strategy('file_system')  # in the training script, before the loaders: "
-        "no descriptor per tensor. The hard limit (ulimit -Hn) is %d, so ulimit -n cannot go above it without root: "
+        "no descriptor per tensor. The hard limit (ulimit -Hn) is %d, so ulimit -Sn cannot go above it without root: "
         "ask for more (nofile in /etc/security/limits.conf, docker run --ulimit nofile=%d:%d)"
         % (hard, NOFILE_WANTED, NOFILE_WANTED)))]

@@ -162,10 +162,10 @@ def open_files_refusal(error, argv):
                                       "docker run --ulimit nofile=SOFT:HARD)" % hard)
     return UsageError("check_sampling_backends.py: error: too many open files (the open-files limit, "
                       "ulimit -n, is %s; the hard limit, ulimit -Hn, is %s): the checker needs a few dozen to "
-                      "run its probe; run it after ulimit -n %d" % (soft, "unlimited" if hard is None else hard,
+                      "run its probe; run it after ulimit -Sn %d" % (soft, "unlimited" if hard is None else hard,
                                                                     wanted), "open-files-limit",
                       {"RLIMIT_NOFILE": limits, "error": describe_exception(error)},
-                      fix="%s && %s%s" % (command.line("ulimit", "-n", str(wanted)), TOOL.command(*argv), note))
+                      fix="%s && %s%s" % (command.line("ulimit", "-Sn", str(wanted)), TOOL.command(*argv), note))
 
 
 def interrupted_fix(run, evidence):

@@ -163,10 +163,10 @@ def test_no_memory_finding_without_a_limit_below_the_host(limit, host):
 
 @pytest.mark.finding("open-files-low")
 @pytest.mark.parametrize("soft, hard, severity, fix_start", [
-    (1024, 1048576, "info", "ulimit -n 65536  # "),
-    (1024, None, "info", "ulimit -n 65536  # "),
-    (1024, 8192, "info", "ulimit -n 8192  # "),
-    (256, 4096, "info", "ulimit -n 4096  # "),
+    (1024, 1048576, "info", "ulimit -Sn 65536  # "),
+    (1024, None, "info", "ulimit -Sn 65536  # "),
+    (1024, 8192, "info", "ulimit -Sn 8192  # "),
+    (256, 4096, "info", "ulimit -Sn 4096  # "),
     (1024, 1024, "warning", "torch.multiprocessing.set_sharing_strategy('file_system')"),
     (512, 2048, "warning", "torch.multiprocessing.set_sharing_strategy('file_system')"),
 ])
@@ -176,7 +176,7 @@ def test_a_low_open_files_limit_is_raised_within_the_hard_limit(soft, hard, seve
     assert item["severity"] == severity and item["fix"].startswith(fix_start)
     assert item["evidence"]["soft"] == soft and item["evidence"]["hard"] == hard
     assert item["evidence"]["hard_limit_command"] == "ulimit -Hn"
-    if severity == "warning":  # ulimit -n cannot help: say why, and what can
+    if severity == "warning":  # ulimit -Sn cannot help: say why, and what can
         assert "The hard limit (ulimit -Hn) is %d" % hard in item["fix"] and "--ulimit nofile=" in item["fix"]
 
 
