@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -45,6 +46,7 @@ def cluster():
     finally:
         started.stop()
         assert slurm_cluster.daemons_under(root) == [], "stray daemons after the session"
+        shutil.rmtree(str(root), ignore_errors=True)
 
 
 def doc_examples():
@@ -230,6 +232,30 @@ def test_a_torchrun_per_task_fails_as_for_users_and_is_named_from_script_and_log
     reports = [json.loads(p.read_text()) for p in sorted(out.glob("report-*.json"))]
     assert reports, "no worker wrote a checker report"
     assert all("launch-several-agents-per-node" in [f["id"] for f in r["findings"]] for r in reports)
+
+
+EXTERNAL_LAUNCHER = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+srun --external-launcher bash probe.sh
+"""
+
+
+@pytest.mark.finding("doctor-srun-option-unsupported")
+def test_srun_before_23_11_refuses_external_launcher_and_the_fix_starts_a_task_per_node(cluster, tmp_path):
+    write(tmp_path, "probe.sh", PROBE.split("'")[1] + "\n")  # the probe, from a file: the line stays rebuildable
+    script = write(tmp_path, "external.sbatch", EXTERNAL_LAUNCHER)
+    code, log, _ = cluster.submit(script)
+    refused = doctor(script, "--slurm-version", cluster.version).only("doctor-srun-option-unsupported")
+    said = refused["evidence"]["srun_says"].split(" / ")
+    assert code == refused["evidence"]["exit_code"] == 255 and set(said) <= set(log.splitlines()), (log, said)
+    assert probes(log) == []  # srun started nothing
+    fixed = write(tmp_path, "fixed.sbatch", EXTERNAL_LAUNCHER.replace("srun --external-launcher bash probe.sh",
+                                                                      refused["fix"]))
+    code, log, _ = cluster.submit(fixed)
+    step = step_at(doctor(fixed, "--slurm-version", cluster.version).json, r"probe\.sh")
+    assert code == 0 and per_node(probes(log)) == {"n1": 1, "n2": 1} and step["tasks_per_node"] == 1, (log, step)
+    assert set(cpus for _, _, cpus in probes(log)) == {step["cpus_per_task"]} == {2}  # every CPU of the node
 
 
 CPU_STEPS = """#!/bin/bash

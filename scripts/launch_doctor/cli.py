@@ -42,7 +42,8 @@ what is read:
   (the JSON's inputs.logs[].read says what was skipped), lines cut at 4000
   characters. Without --slurm-version the version is taken from a
   'slurm 22.05.8' line in a log (srun --version's output); else the CPUs each
-  srun task gets are shown for each version range where srun differs.
+  srun task gets are shown for each version range where srun differs (srun
+  --external-launcher: refused before 23.11, one task per node from then).
 
 fixes:
   a fix is the corrected line, rebuilt from the script's words with the flags

@@ -60,7 +60,8 @@ COLUMNS = (("line", lambda s: s["line"]), ("launcher", launcher_cell),
            ("nodes", lambda s: s["nodes"]), ("tasks/node", lambda s: s["tasks_per_node"]),
            ("CPUs/task", lambda s: s["cpus_per_task"] if s["cpus_per_task"] is not None else (
                "by version" if s.get("by_version") else None)),
-           ("agents (joined)", lambda s: "%s (%s)" % (s["agents"], s["agents_joined"]) if "agents" in s else "-"),
+           ("agents (joined)", lambda s: "%s (%s)" % (show(s["agents"]), show(s["agents_joined"])) if "agents" in s
+            else "-"),
            ("ranks/node", lambda s: s.get("ranks_per_node")), ("world", lambda s: s.get("world_size")),
            ("CPUs/rank", lambda s: s.get("cpus_per_rank")),
            ("threads/rank", lambda s: (s.get("threads_per_rank") or {}).get("value") or "default"),
@@ -101,7 +102,7 @@ def to_markdown(document):
             for step in topology["steps"]:
                 for note in step.get("notes") or []:
                     lines.append("- line %s: %s" % (step["line"], cell(note)))
-                for label, values in sorted((step.get("by_version") or {}).items()):
+                for label, values in (step.get("by_version") or {}).items():  # oldest range first
                     lines.append("- line %s, SLURM %s: %s CPU(s) per task, %s per rank (%s)" % (
                         step["line"], cell(label), cell(show(values.get("cpus_per_task"))),
                         cell(show(values.get("cpus_per_rank"))), cell(values.get("cpus_source"))))

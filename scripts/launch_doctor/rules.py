@@ -6,10 +6,11 @@ doctor's own words after a `#` are prose, and nothing of the input is spliced in
 import re
 
 from diagnostics_core import command
+from . import counts
 from .findings import TOOL, finding
 from .fixes import FIRST_NODE_COMMAND, Edits, fix_text, option
 from .shell import FIRST_NODE
-from .topology import JOB_ID, allocation_of, is_loopback
+from .topology import JOB_ID, allocation_of, is_loopback, whole
 
 EVIDENCE_CHARS = 500
 # Variables a launch reads in its tasks: dropped by srun --export, the ranks run without them.
@@ -162,8 +163,9 @@ def rule_nested_launcher(facts, options):
             "torchrun_nnodes": shape["nnodes"], "agents_joining": shape["agents_joined"],
             "agents_failing": shape["agents_failing"], "world_size": shape["world_size"],
             "why": "srun starts one torchrun per task, so %d agents on %d nodes race for a %s-agent rendezvous: "
-                   "the first %d form a world of %s ranks squeezed into their tasks' CPUs, the rest fail with "
-                   "RendezvousConnectionError when the store's host exits, and SLURM marks the step FAILED"
+                   "the first %d form a world of %s ranks squeezed into their tasks' CPUs, the rest die when the store's "
+                   "host exits (RendezvousConnectionError, or AttributeError: 'NoneType' object has no attribute "
+                   "'is_failed'), and SLURM marks the step FAILED"
                    % (shape["tasks"], shape["nodes"], shape["nnodes"], shape["agents_joined"], shape["world_size"])}),
             fix))
     for log in facts["logs"]:
@@ -189,6 +191,55 @@ def rule_nested_launcher(facts, options):
             "store_lost": log["signatures"]["doctor-log-store-lost"], "why": why + ", and the extra ones lost the store"},
             "%s JOB_SCRIPT  # prints the corrected lines; one torchrun per node: #SBATCH --ntasks-per-node=1 with "
             "#SBATCH --cpus-per-task=<all the cores the node's ranks need>" % TOOL.command()))
+    return found
+
+
+# srun before the option's version, measured on 22.05.8 (tests/test_launch_cluster.py): exit 255, no step
+SRUN_REFUSES_SAYS = "srun: unrecognized option '%s' / Try \"srun --help\" for more information"
+PLAIN_VARIABLE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def tasks_one_per_node(step):
+    """srun's --ntasks for one task on each node the line's srun runs on: its --nodes (a count or a plain
+    $NAME), else the job's."""
+    given = (step.get("srun") or {}).get("nodes")
+    if not isinstance(given, str):
+        return "$SLURM_NNODES"
+    return whole(given, counts.NODES_MAX) or (given if PLAIN_VARIABLE.match(given) else "$SLURM_NNODES")
+
+
+def rule_srun_refuses(facts, options):
+    """An srun option this SLURM version does not have: srun exits 255 and nothing starts. With the version
+    unknown, the ranges that refuse it (a warning: from the option's version on, the line runs). The fix is
+    the line every version runs: for --external-launcher, one task per node holding the node's CPUs."""
+    topo, found, seen = facts["topology"], [], set()
+    for shape in topo["steps"]:
+        refusing = [(label, s["srun_refuses"]) for label, s in shape["version_shapes"] if s["srun_refuses"]]
+        if not refusing or shape["line"] in seen:
+            continue
+        seen.add(shape["line"])
+        name, since = refusing[0][1]["option"], refusing[0][1]["since"]
+        known = len(shape["version_shapes"]) == 1
+        step, cores = job_step(facts, shape), allocation_of(topo, shape)["cpus_on_node"]
+        edits = Edits().set_srun(name[2:], None)
+        done = "without %s, which srun before %s does not have" % (name, since)
+        if name == "--external-launcher":
+            edits.set_srun("ntasks", tasks_one_per_node(step)).set_srun("ntasks-per-node", 1)
+            if cores:
+                edits.set_srun("cpus-per-task", cores)
+            done = "one task per node holding %s, as %s gives from %s; every version runs this" % (
+                "its %d CPUs" % cores if cores else "the whole node", name, since)
+        words = [option(key, value) for key, value in edits.srun if value is not None]
+        why = ("srun %s has no %s (it came in %s): srun exits 255 and the step never starts" % (
+            refusing[0][0], name, since) if known else
+            "srun before %s has no %s: it exits 255 and the step never starts; from %s on it runs (give "
+            "--slurm-version to know which)" % (since, name, since))
+        found.append(finding("doctor-srun-option-unsupported", dict(line_evidence(shape), **{
+            "option": name, "since": since, "slurm_version": refusing[0][0] if known else None,
+            "refused_by": [label for label, _ in refusing], "srun_says": SRUN_REFUSES_SAYS % name,
+            "exit_code": 255, "why": why}),
+            fix_text(step, edits, done, "give srun %s instead of %s" % (" ".join(words), name)),
+            severity=None if known else "warning"))
     return found
 
 
@@ -310,8 +361,9 @@ def rule_one_thread(facts, options):
     for shape in torchrun_steps(facts["topology"]):
         threads = shape["threads_per_rank"]
         per_rank = shape["cpus_per_rank"]
-        if per_rank is None:
-            per_rank = min((s.get("cpus_per_rank") or 0) for _, s in shape["version_shapes"])
+        if per_rank is None:  # the fewest of the versions that start the step
+            per_rank = min([s.get("cpus_per_rank") or 0 for _, s in shape["version_shapes"]
+                            if not s["srun_refuses"]] or [0])
         if threads["value"] == 1 and threads["default"] == "torchrun" and per_rank and per_rank >= 2:
             found.append(finding("doctor-omp-one-thread", dict(line_evidence(shape), **{
                 "nproc_per_node": shape["nproc_per_node"], "cpus_per_rank": per_rank, "threads": threads}),
@@ -546,5 +598,6 @@ def rule_input(facts, options):
     return found
 
 
-RULES = (rule_encoding, rule_input, rule_invalid_counts, rule_nested_launcher, rule_counts, rule_cpus, rule_one_thread,
-         rule_gpus, rule_rendezvous, rule_unique, rule_ports, rule_export, rule_log_signatures, rule_log_truncated)
+RULES = (rule_encoding, rule_input, rule_invalid_counts, rule_srun_refuses, rule_nested_launcher, rule_counts,
+         rule_cpus, rule_one_thread, rule_gpus, rule_rendezvous, rule_unique, rule_ports, rule_export,
+         rule_log_signatures, rule_log_truncated)

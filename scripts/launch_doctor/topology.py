@@ -15,6 +15,14 @@ from .shell import FIRST_NODE
 SRUN_CPU_VARIABLES = (((0, 0), "SLURM_CPUS_PER_TASK"), ((22, 5), "SRUN_CPUS_PER_TASK"),
                       ((23, 11), "SLURM_CPUS_PER_TASK"))
 VERSION_RANGES = (("before 22.05", (21, 8)), ("22.05 to 23.02", (22, 5)), ("23.11 and later", (23, 11)))
+# srun options newer than some versions: an older srun exits 255 ("unrecognized option", measured on 22.05.8)
+# and starts no step. --external-launcher: SLURM's RELEASE_NOTES of slurm-23-11-0-1 and its srun.1.
+SRUN_OPTIONS_SINCE = {"external-launcher": (23, 11)}
+# What srun --external-launcher ignores (srun.1 of 23.11): it starts one task per node of the step, and the
+# task holds all the job's CPUs and GPUs there (step_mgr.c, _build_ext_launcher_step).
+EXTERNAL_LAUNCHER_IGNORES = ("ntasks", "ntasks-per-node", "ntasks-per-socket", "ntasks-per-core", "ntasks-per-gpu",
+                             "cpus-per-task", "cpus-per-gpu", "mem", "mem-per-cpu", "mem-per-gpu", "gres",
+                             "tres-per-task")
 JOB_ID = "<job id>"
 TASK_VALUE = "<per task>"
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -233,6 +241,14 @@ def srun_tasks(alloc, options, resolver):
     return nodes, tasks, ignored
 
 
+def srun_refuses(options, version):
+    """{"option", "since"} when this version's srun does not have an option the line gives, else None."""
+    for name, since in sorted(SRUN_OPTIONS_SINCE.items()):
+        if options.get(name) and tuple(version[:2]) < since:
+            return {"option": "--" + name, "since": version_label(since)}
+    return None
+
+
 def srun_cpus(alloc, options, env, tasks_per_node, version, resolver):
     """(CPUs each task is bound to, where that comes from, the step fails) under one SLURM version."""
     explicit = resolver.number(options.get("cpus-per-task"), counts.CPUS_PER_TASK_MAX) \
@@ -355,15 +371,28 @@ def step_shapes(job, allocs, step, version):
 
 
 def part_shape(step, alloc, options, program, env, resolver, version):
-    fails, ignored = False, None
-    if step["launcher"] == "srun":
+    fails, ignored, notes = False, None, []
+    refused = srun_refuses(options, version) if step["launcher"] == "srun" else None
+    if refused:  # srun exits at once: no task starts, and none of the counts below exist
+        nodes = tasks = per_node = cpus = None
+        cpus_source = "srun before %s refuses %s (exit 255): no step starts" % (refused["since"], refused["option"])
+        notes.append(cpus_source)
+    elif step["launcher"] == "srun" and options.get("external-launcher"):
+        nodes = resolver.number(options["nodes"], counts.NODES_MAX) if options.get("nodes") else alloc["nodes"]
+        tasks, per_node = nodes, 1
+        cpus = alloc["cpus_on_node"]
+        cpus_source = "srun --external-launcher: one task per node holding the job's CPUs there" if cpus else \
+            "srun --external-launcher on the whole node (--exclusive): count not known from the script"
+        given = [name for name in EXTERNAL_LAUNCHER_IGNORES if options.get(name)]
+        if given:
+            notes.append("srun --external-launcher ignores %s" % ", ".join("--" + name for name in given))
+    elif step["launcher"] == "srun":
         nodes, tasks, ignored = srun_tasks(alloc, options, resolver)
         per_node = math.ceil(tasks / nodes) if tasks and nodes else None
         cpus, cpus_source, fails = srun_cpus(alloc, options, env, per_node, version, resolver)
     else:  # runs in the batch shell, on the job's first node only
         nodes, tasks, per_node = 1, 1, 1
         cpus, cpus_source = alloc["cpus_on_node"], "the batch shell: the job's CPUs on its first node"
-    notes = []
     if ignored:
         notes.append("srun ignores --ntasks-per-node=%d: the job's SLURM_NTASKS=%d is not %d x %d nodes (srun warns "
                      "\"can't honor --ntasks-per-node\")" % (ignored["ntasks_per_node"], ignored["job_tasks"],
@@ -374,7 +403,7 @@ def part_shape(step, alloc, options, program, env, resolver, version):
     shape = {"line": step["line"], "text": step["text"], "launcher": step["launcher"] or "(batch shell)",
              "background": step["background"], "program": program["kind"], "nodes": nodes, "tasks": tasks,
              "tasks_per_node": per_node, "cpus_per_task": cpus, "cpus_source": cpus_source,
-             "step_fails": fails, "ntasks_per_node_ignored": ignored,
+             "step_fails": fails, "ntasks_per_node_ignored": ignored, "srun_refuses": refused,
              "nodes_over_job": bool(step["launcher"] == "srun" and alloc["nodes"] and nodes and nodes > alloc["nodes"]),
              "notes": notes}
     kind = program["kind"]
@@ -389,6 +418,10 @@ def part_shape(step, alloc, options, program, env, resolver, version):
                      ranks_per_node=per_node, cpus_per_rank=cpus, threads_per_rank=threads_of(env, 1, "srun", resolver),
                      rendezvous=rendezvous_of(program, env, resolver))
     shape["world_size_exported"] = env.get("WORLD_SIZE")
+    if refused:  # nothing starts: no ranks, no agent joins
+        shape["ranks_per_node"] = None
+        if "agents_joined" in shape:
+            shape["agents_joined"] = None
     ranks = max_ranks(shape)
     shape["gpus_per_rank"] = (alloc["gpus_per_node"] // ranks) if alloc["gpus_per_node"] and ranks else None
     return shape
@@ -465,9 +498,10 @@ def topology(job, version):
         computed = [(label, step_shapes(job, allocs, step, v)) for label, v in versions_to_compute(version)]
         for index in range(len(computed[0][1])):
             shapes = [(label, shapes_of[index]) for label, shapes_of in computed]
-            shape = dict(shapes[0][1])
+            # the shape shown is one a version's srun starts (a version that refuses the line starts nothing)
+            shape = dict(next((s for _, s in shapes if not s["srun_refuses"]), shapes[0][1]))
             if len(shapes) > 1:
-                differ = [key for key in ("cpus_per_task", "cpus_per_rank", "step_fails")
+                differ = [key for key in ("cpus_per_task", "cpus_per_rank", "step_fails", "srun_refuses")
                           if len(set(repr(s.get(key)) for _, s in shapes)) > 1]
                 if differ:
                     shape["by_version"] = dict((label, dict((k, s.get(k)) for k in differ + ["cpus_source"]))

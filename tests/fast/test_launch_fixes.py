@@ -54,6 +54,8 @@ SHAPES = {
     "export without PATH": "#!/bin/bash\n#SBATCH -N2\nexport OMP_NUM_THREADS=2\n"
                            "srun --export=NONE torchrun --nnodes=2 train.py --out {arg}\n",
     "invalid srun count": "#!/bin/bash\n#SBATCH -N2\nsrun --cpus-per-task=0 python train.py --out {arg}\n",
+    "external launcher on 22.05": "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=4\n"
+                                  "srun --external-launcher torchrun --nnodes=2 train.py --out {arg}\n",
 }
 
 
@@ -241,3 +243,16 @@ def test_the_sbatch_command_line_is_rebuilt_as_a_command():
     [item] = [f for f in findings("#!/bin/bash\nsrun python t.py\n", overrides=["-N", "4-2"], path="my job.sbatch")
               if f["id"] == "doctor-directive-invalid"]
     assert item["fix"].startswith("sbatch --nodes=2-4 'my job.sbatch'")
+
+
+def test_external_launcher_on_22_05_is_rebuilt_as_one_task_per_node(stubs, tmp_path):
+    found = findings("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=4\nsrun --external-launcher torchrun --nnodes=2 "
+                     "--nproc-per-node=4 train.py --epochs 3\n")
+    [item] = [f for f in found if f["id"] == "doctor-srun-option-unsupported"]
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PATH": str(stubs), "OUT": str(out), "SLURM_NNODES": "2"}
+    assert run_in_shell(item["fix"], out, env).returncode == 0, item["fix"]
+    (_, srun_words), (launcher, words) = calls(out)
+    assert srun_words[:3] == ["--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4"] and launcher == "torchrun"
+    assert "--external-launcher" not in srun_words and words[-3:] == ["train.py", "--epochs", "3"]

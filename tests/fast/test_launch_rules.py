@@ -6,10 +6,11 @@ import copy
 
 import pytest
 
-from launch_doctor import cli, render
+from launch_doctor import cli, render, topology
 from launch_doctor.findings import GATE, TOOL
 from launch_doctor.rules import RULES, rule_counts
 from launch_doctor import logs as log_scan
+from support import docs_text
 
 V22 = (22, 5, 8)
 
@@ -97,6 +98,44 @@ CASES = {
     "an unterminated here-document": ("#!/bin/bash\n#SBATCH -N1\ncat <<EOF\nsrun python t.py\n", "",
                                       ["doctor-line-not-understood", "doctor-no-launch-line"]),
 }
+
+
+EXTERNAL_LAUNCHER = ("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=4\nsrun --external-launcher torchrun --nnodes=2 "
+                     "--nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 --rdzv-id=$SLURM_JOB_ID "
+                     "t.py\n")
+
+
+@pytest.mark.finding("doctor-srun-option-unsupported")
+@pytest.mark.parametrize("version, expected, severity", [
+    ((23, 11, 4), [], None),                       # one agent per node: no nested launcher
+    ((24, 5, 1), [], None),
+    ((22, 5, 8), ["doctor-srun-option-unsupported"], "error"),
+    ((23, 2, 7), ["doctor-srun-option-unsupported"], "error"),
+    (None, ["doctor-srun-option-unsupported"], "warning"),  # refused before 23.11, runs after: say both
+])
+def test_external_launcher_by_slurm_version(version, expected, severity):
+    found_here = found(EXTERNAL_LAUNCHER, version=version)
+    assert sorted(f["id"] for f in found_here) == expected
+    for item in found_here:
+        evidence = item["evidence"]
+        assert item["severity"] == severity and evidence["line"] == 3 and evidence["exit_code"] == 255
+        assert evidence["srun_says"].startswith("srun: unrecognized option '--external-launcher'")
+        assert evidence["refused_by"] == (["before 22.05", "22.05 to 23.02"] if version is None else
+                                          ["%d.%02d.%d" % version])
+        assert item["fix"].startswith('srun "--ntasks=$SLURM_NNODES" --ntasks-per-node=1 --cpus-per-task=4 torchrun ')
+
+
+def test_external_launcher_fix_keeps_sruns_own_node_count():
+    text = EXTERNAL_LAUNCHER.replace("--external-launcher", "-N1 --external-launcher")
+    assert one(text, "doctor-srun-option-unsupported")["fix"].startswith(
+        "srun -N1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=4 torchrun ")
+
+
+def test_external_launcher_version_from_the_log_decides():
+    log = scanned("slurm 23.11.4\n")
+    facts = cli.analyse(EXTERNAL_LAUNCHER, [], "script", topology.parse_version(log["slurm_version"]), [log])
+    facts["inputs"] = {"script": {"path": "job.sbatch"}, "logs": []}
+    assert [f["id"] for rule in RULES for f in rule(facts, None)] == []
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -245,3 +284,13 @@ def test_a_fix_of_several_lines_is_a_fenced_block_no_backtick_run_can_close():
     assert lines[:2] == ["- fix:", ""] and fence == "`````" and lines[-2] == fence
     assert lines[3] == "export X=1  # before line 3" and "\x1b" not in lines[4]
     assert render.fix_lines("export X=1") == ["- fix: `export X=1`"]
+
+
+def test_the_nested_launcher_names_both_ways_the_extra_agents_die():
+    """Both messages tests/test_launch_cluster.py sees from the extra agents: in the finding's why, in its
+    section (what --explain prints), and each read from a log as doctor-log-store-lost."""
+    why = one(DOUBLE_LAUNCH, "doctor-nested-launcher")["evidence"]["why"]
+    section = " ".join(docs_text.section_text(docs_text.TROUBLESHOOTING, "### doctor-nested-launcher", 3).split())
+    for signature in ("RendezvousConnectionError", "AttributeError: 'NoneType' object has no attribute 'is_failed'"):
+        assert signature in why and signature in section, (signature, why, section)
+        assert "doctor-log-store-lost" in scanned(signature + "\n")["signatures"]

@@ -145,6 +145,41 @@ def test_too_many_cpus_per_task_fail_the_step():
     assert step["step_fails"] and "More processors requested than permitted" in step["notes"][0]
 
 
+# --- srun --external-launcher (23.11+): one task per node holding the job's CPUs there; older srun refuses it ---
+
+EXTERNAL = "srun --external-launcher %storchrun --nnodes=2 --nproc-per-node=4 t.py"
+
+
+@pytest.mark.parametrize("srun_options, head, tasks, cpus", [
+    ("", "-N2 --ntasks-per-node=4", 2, 4),             # 4 one-CPU tasks per node: the one task holds all 4
+    ("", "-N2 --ntasks-per-node=2 -c4", 2, 8),
+    ("--ntasks-per-node=4 -c1 ", "-N2 --ntasks-per-node=4", 2, 4),  # ignored, as srun.1 of 23.11 says
+    ("-N1 ", "-N2 --ntasks-per-node=4", 1, 4),            # srun's own --nodes picks the nodes
+])
+def test_external_launcher_on_23_11_is_one_agent_per_node_with_the_nodes_cpus(srun_options, head, tasks, cpus):
+    line = (EXTERNAL % srun_options).replace("--nnodes=2", "--nnodes=%d" % tasks)
+    step = first(line, overrides=head.split(), version=(23, 11, 4))
+    assert (step["tasks"], step["tasks_per_node"], step["cpus_per_task"], step["agents_per_node"]) == (tasks, 1, cpus, 1)
+    assert (step["world_size"], step["ranks_per_node"], step["cpus_per_rank"]) == (4 * tasks, 4, cpus / 4)
+    assert step["srun_refuses"] is None and bool(step["notes"]) == bool(srun_options.strip().startswith("--ntasks"))
+
+
+@pytest.mark.parametrize("version", [(22, 5, 8), (23, 2, 7), (21, 8, 1)])
+def test_external_launcher_before_23_11_starts_nothing(version):
+    step = first(EXTERNAL % "", overrides=["-N2", "--ntasks-per-node=4"], version=version)
+    assert step["srun_refuses"] == {"option": "--external-launcher", "since": "23.11"}
+    assert (step["tasks"], step["agents"], step["world_size"], step["ranks_per_node"]) == (None, None, None, None)
+
+
+def test_external_launcher_with_the_version_unknown_shows_each_range():
+    step = first(EXTERNAL % "", overrides=["-N2", "--ntasks-per-node=4"], version=None)
+    assert (step["agents_per_node"], step["tasks_per_node"], step["cpus_per_task"]) == (1, 1, None)  # 23.11's shape
+    by_version = step["by_version"]
+    assert by_version["23.11 and later"]["cpus_per_task"] == 4 and by_version["23.11 and later"]["srun_refuses"] is None
+    for label in ("before 22.05", "22.05 to 23.02"):
+        assert by_version[label]["srun_refuses"]["since"] == "23.11" and "exit 255" in by_version[label]["cpus_source"]
+
+
 # --- torchrun -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("line, head, expected", [
