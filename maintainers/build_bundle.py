@@ -43,11 +43,7 @@ def help_text(tool, package):
     import importlib
     os.environ["COLUMNS"] = HELP_COLUMNS
     skill_tools()
-    try:
-        module = importlib.import_module(package + ".cli")
-    except ImportError:  # MIGRATION: the recipe before its Spec (removed once every tool has one)
-        module = importlib.import_module(tool)
-    parser = module.SPEC.parser() if hasattr(module, "SPEC") else module.build_parser()  # MIGRATION
+    parser = importlib.import_module(package + ".cli").SPEC.parser()
     parser.prog = tool + ".py"
     return parser.format_help().encode("utf-8")
 

@@ -1,10 +1,11 @@
 """The compare tool's command line."""
 
 from diagnostics_core import cli, runner
+from diagnostics_core.safe_json import TooLarge
+from . import bounds, facts as comparison, reports
 from .findings import GATE, TOOL, unreadable
-from .render import to_markdown
-from .reports import Malformed, load_report, report_paths
-from .rules import compare
+from .render import MARKDOWN_COLUMNS, render, to_markdown
+from .rules import RULES
 
 
 USAGE = """\
@@ -25,6 +26,14 @@ gathering (one report per node; the checker prints, the shell writes):
             (reports/ on a shared file system, or copy them to one place)
   then      python scripts/compare_reports.py reports/ --format markdown
 
+what is shown (the JSON stays under %(bound)d KiB however many reports):
+  every report is compared; the JSON lists the first %(reports)d reports, %(groups)d values
+  per fact (largest group first) and %(hosts)d hosts per list, each list with its
+  "count"; "counts" and "groups_not_listed" give the rest. A fix names each
+  distinct command once with its hosts (at most %(commands)d; the other hosts are
+  counted), every word from a report quoted. Markdown: one column per host up
+  to %(columns)d reports, one row per value beyond.
+
 exit codes:
   0  the reports agree (info and warning findings allowed)
   1  gate 'consistent' failed: an error finding (drift, launch disagreement,
@@ -32,7 +41,8 @@ exit codes:
   2  usage error: a bad flag, no report given, or a file is unreadable or
      not a checker report (one line on stderr; the JSON names the file)
   3  internal error (JSON still printed)
-"""
+""" % {"bound": bounds.DOCUMENT_MAX_BYTES >> 10, "reports": bounds.REPORTS_LISTED, "groups": bounds.GROUPS_LISTED,
+       "hosts": bounds.HOSTS_NAMED, "commands": bounds.COMMANDS_LISTED, "columns": MARKDOWN_COLUMNS}
 
 
 DESCRIPTION = """\
@@ -51,59 +61,27 @@ def build_parser():
     return parser
 
 
-def read_reports(paths):
-    """-> (paths read, reports, paths refused for their size). A report over the size bound is named
-    (cluster-report-too-large) and the others compared; when none is left it is a usage error."""
-    from diagnostics_core.safe_json import TooLarge
-    kept, reports, too_large = [], [], []
-    for path in paths:
-        try:
-            reports.append(load_report(path))
-            kept.append(path)
-        except TooLarge as error:
-            too_large.append(path)
-            if len(too_large) == len(paths):
-                raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)})
-    return kept, reports, too_large
-
-
-TOO_LARGE_NAMED = 50  # files named in the finding; the count says how many more
-
-
-def rule_too_large(too_large):
-    from .findings import GATHER, finding
-    from .reports import REPORT_MAX_BYTES
-    if not too_large:
-        return []
-    return [finding("cluster-report-too-large", {"files": too_large[:TOO_LARGE_NAMED], "count": len(too_large),
-                                                 "limit_bytes": REPORT_MAX_BYTES},
-                    "gather it again on that node with the default (compact) detail, no --full: %s" % GATHER)]
-
-
 def gather(run):
-    paths = report_paths(run.options.reports)
+    """Read every report into a node (run.facts grows as it reads: an interrupted run shows what it had
+    read), then group the compared facts. A report over the size bound is counted (cluster-report-too-large)
+    and the others compared; when none is left it is a usage error."""
+    paths = reports.report_paths(run.options.reports)
     if not paths:
         raise unreadable("no report given (pass report files or a folder of them)", {"arguments": run.options.reports})
-    try:
-        paths, reports, too_large = read_reports(paths)
-        entries, findings, summary = compare(paths, reports)
-    except Malformed as error:  # a field with a type the checker never writes: name file and field
-        raise error.usage_error()
-    run.facts.update(entries=entries, comparison=findings, groups=summary, too_large=too_large)
+    facts = run.facts
+    facts.update(comparison.new_facts(len(paths)))
+    for path in paths:
+        try:
+            comparison.add(facts, path, reports.load_report(path))
+        except TooLarge as error:
+            comparison.refuse_size(facts, path)
+            if len(facts["too_large"]) == len(paths):
+                raise unreadable("%s: %s" % (path, error), {"file": path, "error": str(error)})
+        except reports.Malformed as error:  # a field with a type the checker never writes: name file and field
+            raise error.usage_error()
+    comparison.complete(facts)
 
 
-def rule_comparison(facts, options):
-    return list(facts["comparison"])
-
-
-def rule_too_large_reports(facts, options):
-    return rule_too_large(facts["too_large"])
-
-
-def render(document, facts, options):
-    document.update(reports=facts.get("entries") or [], groups=facts.get("groups") or {})
-
-
-SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=(rule_comparison, rule_too_large_reports),
-                   gates=runner.error_gate(GATE), meta=lambda facts, options: {"read_only": True},
-                   markdown=lambda document, options: to_markdown(document))
+SPEC = runner.Spec(TOOL, build_parser, gather, render, rules=RULES, gates=runner.error_gate(GATE),
+                   meta=lambda facts, options: {"read_only": True},
+                   markdown=to_markdown)

@@ -1,6 +1,6 @@
 """The compare tool's name, versions, finding table, and how it names the checker in its fixes."""
 
-from diagnostics_core import cli
+from diagnostics_core import cli, command
 from diagnostics_core.contract import Tool, script_command
 
 SCHEMA_VERSION = "1.0"
@@ -13,9 +13,12 @@ TOOL = Tool.from_registry("cluster_compare", "compare_reports", VERSION, SCHEMA_
                           usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool",
                           interrupted_id="cluster-interrupted")
 
-CHECKER = script_command("check_sampling_backends.py")
+CHECKER_SCRIPT = "check_sampling_backends.py"
 
-GATHER = "%s > reports/$(hostname).json" % CHECKER
+CHECKER = script_command(CHECKER_SCRIPT)
+
+# The gathering line, run on each node: $(hostname) is the tool's own word, expanded there.
+GATHER = "%s %s" % (CHECKER, command.line(command.Raw(">"), command.Raw("reports/$(hostname).json")))
 
 
 def unreadable(message, evidence):

@@ -1,14 +1,13 @@
-"""The command line every tool shares: one way to refuse a command line, one --timeout range,
---list-findings and --explain."""
+"""The command line every tool shares: the parser whose errors are usage errors, one --timeout range,
+--list-findings and --explain (the runner, diagnostics_core/runner.py, calls them)."""
 
 import sys
 
-from .contract import EXIT_OK, EXIT_USAGE
+from .contract import EXIT_OK
 from .fast import doc_section, docs_path, docs_text  # noqa: F401  (docs_path: the tools' reports name it)
 from .text import bounded, echo, write_json, write_text
 
 TIMEOUT_RANGE = (1.0, 3600.0)  # seconds, for every tool's --timeout-like flag
-EXPLAIN_MAX_LINES = 80
 
 
 class UsageError(Exception):
@@ -130,36 +129,7 @@ def metadata_command(tool, options):
     return None
 
 
-def parse_command_line(tool, parser, argv):
-    """Every tool's first step: parse, then answer --list-findings or --explain at once;
-    -> (options, the exit code of the metadata command that answered, or None)."""
-    options = parser.parse_args(argv)
-    return options, metadata_command(tool, options)
-
-
-def parse_or_answer(tool, parser, argv, check, usage_document):
-    """Parse the command line; -> (options, None) to run, or (None, exit code) when a metadata
-    command answered or the line was refused. `check(parser, options)` may call parser.error;
-    `usage_document(finding)` renders the tool's usage-error document."""
-    try:
-        options, answered = parse_command_line(tool, parser, argv)
-        if answered is not None:
-            return None, answered
-        check(parser, options)
-    except UsageError as error:
-        return None, refuse(tool, error, usage_document(error.finding(tool)))
-    return options, None
-
-
 def internal_error(error, describe):
     """The evidence of an internal-error finding: what broke, described by `describe`, and where."""
     import traceback
     return {"error": describe(error), "traceback": traceback.format_exc()[-3000:]}
-
-
-def refuse(tool, error, document):
-    """Print a refusal: its line on stderr (one line, no control characters), the document on stdout."""
-    from .markdown import stderr_line
-    write_json(document)  # first: a stdout that cannot take it ends the tool with its own single line
-    stderr_line(error.line)
-    return EXIT_USAGE

@@ -59,8 +59,3 @@ def user_word(text):
         # history expansion in an interactive bash, where a fix gets pasted
         raise NotCopied(text)
     return '"%s"' % text
-
-
-def user_line(words):
-    """user_word() of each word, joined; NotCopied when one of them cannot be copied safely."""
-    return " ".join(user_word(item) for item in words)

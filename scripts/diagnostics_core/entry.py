@@ -28,10 +28,7 @@ def tool_main(package, tool_name):
         if answered is not None:
             return answered
         from . import runner
-        module = importlib.import_module(name + ".cli")
-        if not hasattr(module, "SPEC"):  # MIGRATION: a tool not yet on the runner (removed once all are)
-            return module.main(argv)
-        return runner.main(module.SPEC, argv)
+        return runner.main(importlib.import_module(name + ".cli").SPEC, argv)
     main.package = package  # the module itself: run_script reads its child's names from it
     return main
 

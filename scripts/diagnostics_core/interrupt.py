@@ -53,13 +53,6 @@ class StopSignals(object):
     def hold(self):
         self.holding = True
 
-    def resume(self):
-        """End a hold(): a signal noted during it is raised now."""
-        self.holding = False
-        if self.pending is not None and not self.raised:
-            self.raised = True
-            raise Interrupted(self.pending)
-
     def release(self):
         for number, previous in self.previous:
             signal.signal(number, previous)

@@ -94,12 +94,3 @@ def finding_block(item, title=None, details=()):
         lines.append("- fix: %s" % code(item["fix"]))
     lines.append("- docs: %s" % cell(item["docs"]))
     return lines + [""]
-
-
-def emit(document, options, to_markdown):
-    """The document on stdout: markdown with --format markdown, else JSON (--pretty indents)."""
-    from .text import write_json, write_text
-    if getattr(options, "format", "json") == "markdown":
-        write_text(to_markdown(document))
-    else:
-        write_json(document, getattr(options, "pretty", False))

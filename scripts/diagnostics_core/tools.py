@@ -19,7 +19,3 @@ TOOLS = (
 def console_script(script):
     """The command `pip install .` puts on PATH for an entry file: check_launch -> check-launch."""
     return script.replace("_", "-")
-
-
-def package_of(script):
-    return dict(TOOLS)[script]

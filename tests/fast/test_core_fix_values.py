@@ -58,7 +58,7 @@ def test_a_users_word_in_a_corrected_line_runs_nothing(hostile, tmp_path):
     marker = tmp_path / "marker"
     text = hostile.format(m=marker)
     try:
-        line = command.user_line(["printf", "%s", text])
+        line = " ".join(command.user_word(word) for word in ["printf", "%s", text])
     except command.NotCopied:
         return  # refused: the fix says the line was not rebuilt
     run_in_shell(line, tmp_path)
