@@ -336,6 +336,22 @@ def fifo_blocked_child(parent):
     return None
 
 
+def signal_when_ready(command, signum, ready="reading ", timeout=30):
+    """Start `command` (a tool wrapped so that it holds a stage and says `ready...` on stderr when it gets there),
+    send `signum` once it says so, and wait; -> (process, stdout bytes, stderr bytes)."""
+    import subprocess
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
+                               stdin=subprocess.DEVNULL)
+    try:
+        line = process.stderr.readline().decode()
+        assert line.startswith(ready), "the tool never reached the stage it holds: %r" % line
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    return process, stdout, stderr
+
+
 def interrupted_finding(process, stdout, signum, finding_id):
     """An interrupted run's document: exit and exit_code 128 + signal, status interrupted, and its one
     interrupted finding naming the signal (returned)."""

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from cluster_compare import bounds
-from conftest import ROOT, clean_env, interrupted_finding, strict_json
+from conftest import ROOT, clean_env, interrupted_finding, signal_when_ready, strict_json
 from test_compare_reports import gather, launch
 from support.helpers import ids, run
 
@@ -103,14 +103,7 @@ sys.exit(tool.main(sys.argv[1:]))
 def test_a_signal_while_it_reads_prints_the_interrupted_document(tmp_path, report, signum):
     write_nodes(tmp_path, report, 3, 3)
     code = STALLED_READ.format(tool=COMPARE, scripts=SCRIPTS)
-    process = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=clean_env(), stdin=subprocess.DEVNULL)
-    try:
-        assert process.stderr.readline().decode().startswith("reading "), "compare never reached its second report"
-        process.send_signal(signum)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        process.kill()
+    process, stdout, stderr = signal_when_ready([sys.executable, "-c", code, str(tmp_path)], signum)
     document, stopped = interrupted_finding(process, stdout, signum, "cluster-interrupted")
     assert stopped["fix"] and b"Traceback" not in stderr
     # what was read before the signal: the first report, and the count of those given

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import ENABLE, ROOT, clean_env, interrupted_finding, invoke_checker, invoke_tool
+from conftest import ENABLE, ROOT, clean_env, interrupted_finding, invoke_checker, invoke_tool, signal_when_ready
 
 TOOL = ROOT / "scripts" / "check_launch.py"
 DEADLINE_S = 15
@@ -204,14 +204,7 @@ def test_a_signal_while_it_reads_prints_the_interrupted_document(tmp_path, signu
     log = tmp_path / "slurm-1.out"
     log.write_text("starting\n")
     code = STALLED_READ.format(tool=str(TOOL), scripts=str(ROOT / "scripts"))
-    process = subprocess.Popen([sys.executable, "-c", code, str(script), "--log", str(log)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=clean_env(), stdin=subprocess.DEVNULL)
-    try:
-        assert process.stderr.readline().decode().startswith("reading "), "the doctor never reached its log"
-        process.send_signal(signum)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        process.kill()
+    process, stdout, stderr = signal_when_ready([sys.executable, "-c", code, str(script), "--log", str(log)], signum)
     document, stopped = interrupted_finding(process, stdout, signum, "doctor-interrupted")
     assert stopped["fix"] and document["inputs"]["script"]["path"] == str(script)  # what was read before the signal
     assert document["topology"] is None and b"Traceback" not in stderr

@@ -33,10 +33,9 @@ when the document cannot be written, or the run is stopped (every tool):
   3    stdout is closed, full or failing: the result cannot be delivered, so
        no verdict code is claimed; one stderr line says so, nothing else is
        printed (a closed stderr changes nothing else)
-  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: a long-running tool
-       (store checker, DDP recipe, profiler) ends its child processes and
-       prints one JSON document, status "interrupted", with what it had
-       measured so far
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: the tool ends its
+       child processes, removes their temporary files and prints one JSON
+       document, status "interrupted", with what it had gathered so far
 """
 
 
