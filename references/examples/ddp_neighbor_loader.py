@@ -1,10 +1,12 @@
 """The core of DDP with PyG: one NeighborLoader per rank, the same number of steps on every rank.
 
 The graph is sorted by destination once, before spawning, so every rank's loader (built once, with
-is_sorted=True) keeps a view of edge_index instead of sorting a private copy. DistributedSampler as
-the loader's sampler= pads every rank to the same seed count; set_epoch(epoch) reshuffles, the same
-on every rank. Every rank seeds torch identically before building the model, and frees the DDP model
-before its process group. Without pyg-lib or torch-sparse the first batch fails; the ranks report it.
+is_sorted=True) keeps a view of edge_index instead of sorting a private copy; mp.spawn's args hand it
+over through /dev/shm, one copy per node (scaling-and-backends.md, "What reaches /dev/shm").
+DistributedSampler as the loader's sampler= pads every rank to the same seed count; set_epoch(epoch)
+reshuffles, the same on every rank. Every rank seeds torch identically before building the model,
+and frees the DDP model before its process group. Without pyg-lib or torch-sparse the first batch
+fails; the ranks report it.
 scripts/ddp_neighbor_training.py is the full recipe (torchrun, SLURM, nccl, stores).
 
     python ddp_neighbor_loader.py      # 2 gloo ranks on CPU; prints one JSON line
