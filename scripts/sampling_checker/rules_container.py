@@ -54,7 +54,8 @@ def rule_shm(facts, options):
                 "docker_default": total == DOCKER_SHM_DEFAULT,
                 "what_uses_it": "every batch a DataLoader worker (num_workers > 0) hands to its rank, and the "
                                 "tensors torch.multiprocessing.spawn passes to each rank",
-                "symptom": "Bus error, or 'unable to write to file </torch_...>: No space left on device'"}
+                "symptom": "Bus error, or 'unable to allocate shared memory(shm) for file </torch_...>: No space left on "
+                           "device'"}
     planner = script_command("plan_capacity.py", *(PLANNER_GRAPH + ("--shm", size_word(total))))
     if total < SHM_SMALL_BYTES:
         return [finding("container-shm-small", evidence, fix=(
