@@ -76,6 +76,18 @@ def test_stray_pyg_on_pythonpath_is_named_not_mistaken_for_a_missing_backend(tmp
     assert "pyg-shadowed" not in full.ids() and full.json["pyg"]["version"] == installed_pyg_version()
 
 
+@pytest.mark.finding("torch-shadowed")
+@pytest.mark.parametrize("mode", [["--static-only"], []], ids=["static-only", "full-probe"])
+def test_a_stray_torch_on_pythonpath_is_named_before_anything_imports_it(tmp_path, mode):
+    stray = tmp_path / "vendor"
+    fakes.make_package(stray, "torch", "raise ImportError('a stray torch, not the installed one')\n")
+    result = invoke_checker(*mode, env=clean_env({"PYTHONPATH": str(stray)}))
+    found = result.only("torch-shadowed")
+    assert found["evidence"]["imported_from"] == str(stray / "torch") and found["evidence"]["origin"] == "PYTHONPATH"
+    assert found["evidence"]["installed"] and found["fix"] == "unset PYTHONPATH"
+    assert "torch-shadowed" not in invoke_checker("--static-only", env=clean_env()).ids()
+
+
 def test_stray_pyg_among_other_pythonpath_entries_keeps_the_others(tmp_path):
     stray, other = tmp_path / "vendor", tmp_path / "mine"
     stray_pyg(stray)

@@ -3,7 +3,7 @@
 from .findings import checker_command, finding
 
 from .rules_environment import (rule_interpreter_choice, rule_probe_deadline, rule_pyg_shadowed,
-                                rule_python_supported_by_pyg, rule_torch_and_pyg_presence)
+                                rule_python_supported_by_pyg, rule_torch_and_pyg_presence, rule_torch_shadowed)
 from .rules_extensions import (rule_conda_pip_mixed, rule_duplicate_distributions, rule_extension_imports,
                                rule_feature_verdicts, rule_legacy_extensions, rule_neighbor_sampling,
                                rule_no_prebuilt_wheels, rule_pyg_defects, rule_stale_local_build,
@@ -20,6 +20,7 @@ from .rules_launch import (rule_backend_requested, rule_launch_values_invalid, r
 RULES = (
     rule_interpreter_choice,
     rule_torch_and_pyg_presence,
+    rule_torch_shadowed,
     rule_pyg_shadowed,
     rule_python_supported_by_pyg,
     rule_probe_deadline,

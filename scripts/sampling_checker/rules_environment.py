@@ -95,25 +95,51 @@ def pyg_version(facts):
     return packages["torch-geometric"]["version"] or packages["pyg-nightly"]["version"]
 
 
-def rule_pyg_shadowed(facts, options):
-    shadow = pyg_shadowing(facts)
-    if shadow is None:
-        return []
+def shadow_fix(shadow, facts):
+    """Take the stray copy off the path: PYTHONPATH without its entry, or where else it comes from. Sets the
+    shadow's "origin"."""
     path = shadow["shadowing_path"]
     pythonpath = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     listed = [entry for entry in pythonpath if os.path.realpath(entry or ".") == os.path.realpath(path)]
     if listed:
         shadow["origin"] = "PYTHONPATH"
         rest = [entry for entry in pythonpath if entry not in listed]
-        fix = line("export", "PYTHONPATH=" + os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
-    else:
-        shadow["origin"] = "sys.path (a .pth file, the user site or the interpreter's own paths)"
-        # The paths stay in the evidence: a comment ends at a newline, which a path may hold.
-        fix = "%s  # shows where evidence.shadowing_path comes from; remove that entry, or move the stray copy " \
-              "(evidence.imported_from) away" % line(interpreter(facts), "-c", "import sys; print(sys.path)")
+        return line("export", "PYTHONPATH=" + os.pathsep.join(rest)) if rest else "unset PYTHONPATH"
+    shadow["origin"] = "sys.path (a .pth file, the user site or the interpreter's own paths)"
+    # The paths stay in the evidence: a comment ends at a newline, which a path may hold.
+    return "%s  # shows where evidence.shadowing_path comes from; remove that entry, or move the stray copy " \
+           "(evidence.imported_from) away" % line(interpreter(facts), "-c", "import sys; print(sys.path)")
+
+
+def rule_pyg_shadowed(facts, options):
+    shadow = pyg_shadowing(facts)
+    if shadow is None:
+        return []
+    fix = shadow_fix(shadow, facts)
     shadow["note"] = ("sampling and feature findings are withheld: they describe the stray copy, "
                       "not the installed PyG")
     return [finding("pyg-shadowed", shadow, fix=fix)]
+
+
+def torch_shadowing(facts):
+    """Where `import torch` finds a folder no installed torch distribution owns (read from the path, nothing
+    imported: --static-only sees it too), or None."""
+    build = facts.get("torch_build") or {}
+    installs = facts["distributions"]["packages"].get("torch", {}).get("installs") or []
+    package_dir = build.get("package_dir")
+    if not build.get("found") or not package_dir or not installs:
+        return None
+    if any(inside(package_dir, os.path.join(r["location"], "torch")) or r.get("editable_or_url") for r in installs):
+        return None
+    return {"imported_from": package_dir, "shadowing_path": os.path.dirname(package_dir),
+            "installed": [{"version": r["version"], "location": r["location"]} for r in installs]}
+
+
+def rule_torch_shadowed(facts, options):
+    shadow = torch_shadowing(facts)
+    if shadow is None:
+        return []
+    return [finding("torch-shadowed", shadow, fix=shadow_fix(shadow, facts))]
 
 
 def rule_python_supported_by_pyg(facts, options):
