@@ -2,8 +2,8 @@
 fit the memory model's coefficients (bytes per edge and per node) to what they measured.
 
 The committed coefficients.json is this module's output on the maintainers' machine
-(maintainers/calibrate_planner.py writes it); --calibrate reruns it on the user's machine and uses the
-result for that plan only.
+(maintainers/calibrate_planner.py writes it, with processes.py's figures); --calibrate reruns it on the
+user's machine and uses the result for that plan only, with the committed processes figures.
 """
 
 import sys
@@ -101,6 +101,12 @@ def calibrate(deadline, record=None, say=say_on_stderr):
     return coefficients(facts), []
 
 
+def committed_processes():
+    """The processes figures --calibrate keeps: measuring them takes a job per launch shape (processes.py)."""
+    from .coefficients import load_committed
+    return load_committed()["processes"]
+
+
 def loader_record(run, workers, is_sorted):
     return [r for r in run["loader"] if r["workers"] == workers and r["is_sorted"] == is_sorted][0]
 
@@ -132,5 +138,5 @@ def coefficients(facts):
                                    "at %s, %d channels; memory from /proc/self/status, peaks via clear_refs"
                                    % (list(GRAPH_SIZES), GRAPH_FEATURES, list(CONV_SIZES), CONV_CHANNELS)),
             "process_base_bytes": facts["base"]["VmRSS"],
-            "loader": loader, "preprocess": preprocess, "conv": conv,
+            "loader": loader, "preprocess": preprocess, "conv": conv, "processes": committed_processes(),
             "runs": {"graph": runs, "conv": conv_facts["conv"]}}

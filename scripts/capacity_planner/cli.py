@@ -5,7 +5,7 @@ import os
 
 from diagnostics_core import cli as shared_cli, runner
 from diagnostics_core.contract import EXIT_CODES_HELP
-from . import calibrate, coefficients, designs, rules, sizes, spec
+from . import calibrate, coefficients, designs, launch, measure, rules, sizes, spec
 from .findings import TOOL
 from .render import render, to_markdown
 
@@ -14,23 +14,29 @@ USAGE = """\
         | --data PATH | --store MODULE:CALLABLE [--path DIR] --edges E)
        [--features F] [--feature-dtype T] [--edge-features F] [--no-labels]
        [--conv sage|gcn|gat|gin|transformer] [--layers L] [--hidden H] [--heads N] [--classes C]
-       [--num-neighbors 15,10,5] [--batch-size B] [--num-workers W] [--disjoint] [--subgraph-type T]
-       [--gpus-per-node G] [--gpu-memory 80GB] [--host-ram 512GB] [--cores C] [--shm SIZE] [--machines M]
-       [--calibrate | --coefficients FILE] [--timeout S] [--format json|markdown] [--pretty]
+       [--num-neighbors 15,10,5] [--batch-size B] [--num-workers W] [--prefetch-factor P] [--disjoint]
+       [--subgraph-type T] [--launch torchrun|spawn|srun] [--start-method fork|spawn|forkserver]
+       [--graph-in-spawn-args] [--python-version X.Y]
+       [--gpus-per-node G] [--gpu-memory 80GB] [--host-ram SIZE] [--cores C] [--shm SIZE] [--machines M]
+       [--ranks-per-node N] [--calibrate | --coefficients FILE] [--measure [--measure-design NAME]]
+       [--timeout S] [--format json|markdown] [--pretty]
        %(prog)s --list-findings | --explain ID"""
 
 DESCRIPTION = """\
 Will it fit? For each design (full batch; one process with NeighborLoader; DDP with one
-memory-mapped copy per node or a private copy per rank; several nodes; a store pair) the
-host RAM per process and per node (steady and at the peak of loading), the /dev/shm it
-needs, the GPU memory per rank (worst case and expected batch), the one-off preprocessing
-peaks, whether it fits, and the cheapest design that fits with its launch line. Every
-figure says how it was obtained: measured coefficient (and its calibration run), formula,
-or cited source.
+memory-mapped copy per node or a private copy per rank; several nodes; a store pair; with
+--gpus-per-node 0, CPU ranks over gloo) one rank's RSS, the node's memory (at the loader's
+construction and at steady state), the /dev/shm it needs per rank and per node with what
+lands there and when (the launch shape decides it), the GPU memory per rank, the one-off
+preprocessing peaks, whether it fits, and the cheapest design that fits with its launch
+line. Every figure says how it was obtained: measured coefficient (and its calibration
+run), formula, or cited source. --measure runs the planned loader here and puts the real
+peaks beside the model's.
 """
 
 EPILOG = EXIT_CODES_HELP + """  Gate "planned": the sizes could be read (a store that fails or hangs fails it).
   Gate "fits": some design fits the hardware given (plan-nothing-fits otherwise).
+  Gate "measured" (with --measure): the planned loader ran to its end here.
 
 where the numbers come from:
   coefficients measured by running PyG's own operations (loader construction with
@@ -38,6 +44,27 @@ where the numbers come from:
   backward of each conv) at small sizes; the committed coefficients.json (with its
   torch/PyG versions and date) unless --calibrate reruns them here (about a minute,
   in child processes with deadlines). CUDA context and NCCL buffers are cited, dated.
+  The anonymous memory of each kind of process (rank, launcher, torchrun agent,
+  forked or spawned worker) is measured per launch shape (coefficients.processes).
+
+the launch shape:
+  --launch says how the ranks start: torchrun and srun start fresh interpreters,
+  whose loader workers fork (Python <= 3.13) or use a forkserver (3.14+); ranks
+  from torch.multiprocessing.spawn spawn their workers. Spawned and forkserver
+  workers get the loader pickled: the graph moves into /dev/shm once per rank.
+  --start-method: what the script sets for the workers (multiprocessing_context=,
+  or set_start_method in each rank). --graph-in-spawn-args: the launcher passes
+  the graph in mp.spawn(args=...) (once per node in /dev/shm, workers or not).
+  Without --host-ram, --shm and --cores the plan uses this machine's (the
+  cgroup memory limit or RAM, the free /dev/shm, the usable cores).
+
+--measure:
+  runs the planned loader for real (the private-copies design, or --measure-design),
+  in its launch shape and rank count, a few batches per rank, on the --data file or a
+  random graph of the sizes given, inside a private /dev/shm (a mount namespace, as
+  root; otherwise the host's, as a difference), and reports the peak /dev/shm and
+  node memory beside the model's with their ratio. Bounded by --timeout; it leaves no
+  mount, /dev/shm file or temporary file behind.
 
 bounds:
   every size is checked before any arithmetic: at most 10^12 nodes, 10^13 edges,
@@ -47,9 +74,9 @@ bounds:
   the calibration; a signal prints what the calibration had measured.
 
 what it writes:
-  nothing, when planning. --calibrate's children build PyG loaders with workers, which
-  create (and on exit remove) shared-memory segments, as training would; their
-  temporary files go in a folder of the run's own, removed however it ends.
+  nothing, when planning. --calibrate's and --measure's children build PyG loaders
+  with workers, which create (and on exit remove) shared-memory segments, as training
+  would; their temporary files go in a folder of the run's own, removed however it ends.
 
 input files:
   --data reads sizes only: the pickle is scanned without running it (a file naming
@@ -61,6 +88,8 @@ examples:
       --features 128 --conv sage --layers 3 --hidden 256 --num-neighbors 15,10,5 \\
       --batch-size 1024 --gpus-per-node 4 --gpu-memory 80GB --host-ram 512GB --cores 64
   python3 scripts/plan_capacity.py --data graph.pt --num-workers 4 --shm 64MB --format markdown
+  python3 scripts/plan_capacity.py --nodes 200000 --edges 2000000 --features 64 --gpus-per-node 0 \\
+      --launch spawn --ranks-per-node 2 --num-workers 4 --num-neighbors 10,5 --batch-size 512 --measure
 """
 
 PROBE_START_S = 5.0  # the size probe's child starts and imports torch before its one bounded call
@@ -69,6 +98,7 @@ STAGES = {
     "calibration": runner.Stage(),                     # --calibrate's child, every measurement
     "size_call": runner.Stage(),                       # one call in the size probe's child (torch.load, a store call)
     "size_child": runner.Stage(plus=PROBE_START_S),    # that child as a whole: its start, torch's import, the call
+    "measure": runner.Stage(),                         # --measure's child: the job, its sampling and its cleanup
 }
 
 
@@ -103,21 +133,41 @@ def build_parser():
                                "that starts with -1 takes '=': --num-neighbors=-1,10 (default 15,10)")
     sampling.add_argument("--batch-size", type=int, default=1024)
     sampling.add_argument("--num-workers", type=int, default=0)
+    sampling.add_argument("--prefetch-factor", type=int, default=2, help="batches each worker prepares (default 2)")
     sampling.add_argument("--disjoint", action="store_true")
     sampling.add_argument("--subgraph-type", choices=("directional", "bidirectional", "induced"),
                           default="directional")
+    shape = parser.add_argument_group("the launch shape")
+    shape.add_argument("--launch", choices=launch.LAUNCHES, default="torchrun",
+                       help="how the ranks start (default torchrun)")
+    shape.add_argument("--start-method", choices=launch.START_METHODS,
+                       help="the loader workers' start method, when the script sets one (default: what the launch "
+                            "shape and the job's Python give)")
+    shape.add_argument("--graph-in-spawn-args", action="store_true",
+                       help="the launcher loads the graph and passes it in mp.spawn(args=...) (--launch spawn)")
+    shape.add_argument("--python-version", metavar="X.Y", help="the job's Python (default: this interpreter's); "
+                       "3.14 makes forkserver the default start method")
     hardware = parser.add_argument_group("the hardware (per node)")
-    hardware.add_argument("--gpus-per-node", type=int, default=1)
+    hardware.add_argument("--gpus-per-node", type=int, default=1, help="GPUs per node; 0 plans CPU ranks (gloo)")
+    hardware.add_argument("--ranks-per-node", type=int, help="CPU ranks per node with --gpus-per-node 0 (default: "
+                          "what fits the cores)")
     hardware.add_argument("--gpu-memory", default="80GB", help="memory of one GPU (default 80GB)")
-    hardware.add_argument("--host-ram", default="512GB", help="RAM of one node (default 512GB)")
-    hardware.add_argument("--cores", type=int, default=64)
-    hardware.add_argument("--shm", help="size of /dev/shm (default: half of --host-ram, Linux's tmpfs default)")
+    hardware.add_argument("--host-ram", help="RAM of one node (default: this machine's, or its cgroup's limit)")
+    hardware.add_argument("--cores", type=int, help="cores of one node (default: this machine's usable cores)")
+    hardware.add_argument("--shm", help="size of /dev/shm (default: this machine's free /dev/shm; half of "
+                          "--host-ram when that is given, Linux's tmpfs default)")
     hardware.add_argument("--machines", type=int, default=1, help="nodes available (default 1)")
     parser.add_argument("--calibrate", action="store_true", help="measure the coefficients here first")
     parser.add_argument("--coefficients", metavar="FILE",
                         help="use coefficients a --calibrate run printed (its coefficients.values), e.g. measured once "
                              "on the cluster")
-    shared_cli.add_seconds(parser, "--timeout", 120.0, "deadline for reading --data/--store, and for --calibrate")
+    parser.add_argument("--measure", action="store_true", help="run the planned loader here and report the real "
+                        "peak /dev/shm and node memory beside the model's (see below)")
+    parser.add_argument("--measure-design", choices=measure.DESIGNS, metavar="NAME", help="the design --measure "
+                        "runs: %s (default: the private-copies design, the job as described)" % ", ".join(
+                            measure.DESIGNS))
+    shared_cli.add_seconds(parser, "--timeout", 120.0, "deadline for reading --data/--store, for --calibrate, and "
+                           "for --measure")
     return parser
 
 
@@ -136,11 +186,19 @@ def check(parser, options):
             "plan_capacity.py: error: --store needs --edges (a GraphStore does not say its edge count without "
             "loading the edges)", TOOL.usage_id, {"message": "--store without --edges"},
             TOOL.command(*["--store", options.store] + where + ["--edges", "E"]))
+    if options.graph_in_spawn_args and options.launch != "spawn":
+        parser.error("--graph-in-spawn-args describes mp.spawn(args=...): it needs --launch spawn")
+    if options.ranks_per_node is not None and options.gpus_per_node != 0:
+        parser.error("--ranks-per-node plans CPU ranks (--gpus-per-node 0); with GPUs there is one rank per GPU")
+    if options.measure_design and not options.measure:
+        parser.error("--measure-design names the design --measure runs: give --measure too")
     options.request = spec.make_spec(options)
+    if options.measure:
+        measure.check(options)
 
 
 def runs_children(options):
-    return bool(options.data or options.store or options.calibrate)
+    return bool(options.data or options.store or options.calibrate or options.measure)
 
 
 def children_need(options):
@@ -187,6 +245,7 @@ def gather(run):
     options, facts = run.options, run.facts
     facts["request"] = options.request
     facts["rerun"] = rerun_words(run.argv)
+    facts["command"] = command_words(run.argv)
     if runs_children(options):
         run.scratch()  # loader workers (pymp-*), PyG's templates: gone with the run, however it ends
     given = coefficients.read_file(options.coefficients, facts["rerun"]) if options.coefficients else None
@@ -206,17 +265,26 @@ def gather(run):
             used["calibration_problems"] = problems
     facts["coefficients"] = used
     facts.update(designs.verdicts(facts["request"], chosen))
+    if options.measure:
+        chosen_design = designs.by_name(facts["designs"], measure.design_name(facts["request"], options))
+        measure.run(run, chosen_design, facts["preprocessing"], command_words(run.argv))
 
 
 def gates(facts, findings, options):
     if "designs" not in facts:
         return {"planned": {"passed": False}}
-    return {"planned": {"passed": True}, "fits": {"passed": facts["cheapest_fit"] is not None}}
+    found = {"planned": {"passed": True}, "fits": {"passed": facts["cheapest_fit"] is not None}}
+    if "measure" in facts:
+        found["measured"] = {"passed": facts["measure"]["state"] == "finished"}
+    return found
 
 
 def interrupted(run, evidence):
     """Run the same command again; when the calibration was cut, say where and what else works."""
     again = TOOL.command(*command_words(run.argv))
+    if (run.facts.get("measure") or {}).get("state") == "interrupted":
+        return ("%s  # and let --measure finish (bounded by --timeout); the measure section holds what it had "
+                "measured; the plan alone: the same line without --measure" % again)
     calibration = run.facts.get("calibration") or {}
     if calibration.get("state") == "interrupted":
         cut = calibration.get("cut")

@@ -15,6 +15,12 @@ PREPROCESS_KEYS = ("sort", "to_undirected", "save")
 CONVS = ("sage", "gcn", "gat", "gin", "transformer")
 CONV_KEYS = ("saved_per_channel", "gathered_per_channel")
 PROVENANCE_KEYS = ("torch", "torch_geometric", "date", "how")
+# Anonymous memory per kind of process, the libraries' pages, the batches a rank's loop holds: measured by
+# running loaders in each launch shape (maintainers/calibrate_planner.py, measure.calibrate_processes).
+PROCESS_KEYS = ("interpreter_anon_bytes", "rank_anon_bytes", "agent_anon_bytes", "resource_tracker_anon_bytes",
+                "fork_worker_anon_bytes", "bare_forkserver_anon_bytes", "spawn_worker_extra_anon_bytes",
+                "library_file_bytes")
+MAX_HELD_BATCHES = 100
 MAX_COEFFICIENT = 1e6    # bytes per edge, node or channel: far past any measured value
 MAX_BASE_BYTES = 1 << 40  # a process's RSS after importing torch
 FILE_LIMIT, DEPTH_LIMIT = 16 << 20, 32
@@ -80,6 +86,14 @@ def check(document):
         table = child(document, "", group)
         for name in names:
             linear(child(table, group, name), join(group, name))
+    processes = child(document, "", "processes")
+    for name in ("how", "date"):
+        if not isinstance(child(child(processes, "processes", "provenance"), "processes.provenance", name), str):
+            raise Invalid("processes.provenance." + name, "expected a string")
+    for name in PROCESS_KEYS:
+        number(child(processes, "processes", name), "processes." + name, 0, MAX_BASE_BYTES)
+    number(child(processes, "processes", "main_batch_heap_batches"), "processes.main_batch_heap_batches", 0,
+           MAX_HELD_BATCHES)
     conv = child(document, "", "conv")
     for kind in CONVS:
         entry = child(conv, "conv", kind)
@@ -135,7 +149,8 @@ def describe(chosen, used):
     measured figure cites."""
     provenance = chosen["provenance"]
     labelled = dict(chosen, provenance_label="%s on torch %s, PyG %s, %s" % (
-        used["used"], provenance["torch"], provenance["torch_geometric"], provenance["date"]))
+        used["used"], provenance["torch"], provenance["torch_geometric"], provenance["date"]),
+        processes_label="measured per launch shape on %s" % chosen["processes"]["provenance"]["date"])
     return labelled, used
 
 

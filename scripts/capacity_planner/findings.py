@@ -3,8 +3,8 @@
 from diagnostics_core.contract import Tool
 
 # MAJOR changes when a key is removed or renamed or changes meaning; MINOR when keys or ids are added.
-SCHEMA_VERSION = "1.1"
-VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2"
+VERSION = "1.2.0"
 
 TOOL = Tool.from_registry("capacity_planner", "plan_capacity", VERSION, SCHEMA_VERSION, usage_id="plan-usage-error",
                           internal_id="plan-internal-error", meta_key="tool",

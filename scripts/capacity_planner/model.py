@@ -14,8 +14,6 @@ NCCL_SOURCE = ("cited: NCCL keeps NCCL_BUFFSIZE (default 4 MiB, NCCL docs 'Envir
 DDP_BUCKET_SOURCE = ("cited: DDP copies gradients into communication buckets (torch.nn.parallel."
                      "DistributedDataParallel docs: gradient_as_bucket_view=False by default), one more "
                      "4 bytes per parameter; checked 2026-12-02")
-PREFETCH_SOURCE = ("formula: torch's DataLoader keeps prefetch_factor (default 2) batches per worker in flight, "
-                   "each passed through /dev/shm")
 
 
 def figure(value, how, source, **extra):

@@ -1,6 +1,7 @@
-"""The measurement child: runs PyG's own operations at one size and publishes what they cost in memory.
+"""The measurement child: runs PyG's own operations at one size and publishes what they cost in memory, reads
+a file's or a store's sizes, or (--measure) runs the job itself and samples it (meter.py).
 
-Started by the parent (children.py, for calibrate.py and sizes.py) as
+Started by the parent (children.py, for calibrate.py, sizes.py, measure.py and processes.py) as
 `plan_capacity.py --internal-child-probe OPTIONS` in the shared sandbox, one fresh interpreter per probe, so a
 crash or a hang ends only this child.
 Memory is read from /proc/self/status (VmRSS, VmHWM, RssAnon, RssShmem); the peak is reset between
@@ -186,7 +187,7 @@ def probe_conv(options, reporter):
 
 def child_main(options_text):
     options, reporter = calls.start_child(options_text)
-    probes = {"calibrate": probe_calibrate, "data": probe_data, "store": probe_store}
+    probes = {"calibrate": probe_calibrate, "data": probe_data, "store": probe_store, "measure": probe_measure}
     try:
         probes[options.probe](options, reporter)
     except calls.CallTimeout as error:  # the alarm ended a call that did not return within its bound
@@ -194,6 +195,12 @@ def child_main(options_text):
     except Exception as error:  # the parent turns this into a finding
         reporter.publish("error", calls.error_text(error))
     calls.finish_child(reporter)
+
+
+def probe_measure(options, reporter):
+    """--measure: the planned loader run for real in its launch shape, sampled from outside (meter.py)."""
+    from . import meter
+    meter.run(options, reporter)
 
 
 # Names a saved Data or HeteroData names besides what safe_pickle admits for plain tensor files.

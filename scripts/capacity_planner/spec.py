@@ -5,9 +5,12 @@ job and its loops stay short."""
 
 import os
 import re
+import sys
 
+from diagnostics_core import container
 from diagnostics_core.cli import UsageError
 from .findings import TOOL
+from .launch import worker_start_method
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "uint8": 1,
                "bool": 1, "int8": 1, "int16": 2}
@@ -20,7 +23,9 @@ LIMITS = {  # flag -> (lowest, highest) for the whole-number flags
     "--nodes": (1, MAX_NODES), "--edges": (0, MAX_EDGES), "--features": (0, MAX_FEATURES),
     "--edge-features": (0, MAX_FEATURES), "--layers": (1, 64), "--hidden": (1, 1 << 20), "--heads": (1, 1024),
     "--classes": (1, 1 << 24), "--batch-size": (1, 1 << 30), "--num-workers": (0, 1024),
-    "--gpus-per-node": (0, 1024), "--cores": (1, 1 << 20), "--machines": (1, 1 << 16)}
+    "--gpus-per-node": (0, 1024), "--cores": (1, 1 << 20), "--machines": (1, 1 << 16),
+    "--ranks-per-node": (1, 4096), "--prefetch-factor": (1, 1024)}
+PYTHONS = ((3, 8), (3, 99))  # --python-version: the oldest torch ever ran on, and beyond any release
 UNITS = {"": 1, "b": 1, "k": 10 ** 3, "kb": 10 ** 3, "m": 10 ** 6, "mb": 10 ** 6, "g": 10 ** 9, "gb": 10 ** 9,
          "t": 10 ** 12, "tb": 10 ** 12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 HELP = TOOL.command("--help")
@@ -180,24 +185,86 @@ def model_spec(options):
             "classes": count("--classes", options.classes)}
 
 
+def python_version(text):
+    """--python-version X.Y -> [X, Y], within PYTHONS."""
+    match = re.match(r"^\s*(\d{1,2})\.(\d{1,3})\s*$", str(text))
+    version = (int(match.group(1)), int(match.group(2))) if match else None
+    if version is None or not PYTHONS[0] <= version <= PYTHONS[1]:
+        why = "expected the job's Python as X.Y, from %d.%d" % PYTHONS[0]
+        raise UsageError("plan_capacity.py: error: --python-version %s: %s" % (shown(text), why), TOOL.usage_id,
+                         {"message": why, "value": shown(text)}, HELP)
+    return list(version)
+
+
 def sampling_spec(options):
+    """The loader and the launch shape that starts it (they decide /dev/shm together)."""
+    if options.python_version:
+        python, python_source = python_version(options.python_version), "given: --python-version"
+    else:
+        python = list(sys.version_info[:2])
+        python_source = "assumed: the planner's own Python %d.%d (give --python-version for the job's)" % tuple(python)
+    method, method_source = worker_start_method(options.launch, options.start_method, python)
     return {"fanouts": fan_outs(options.num_neighbors), "batch_size": count("--batch-size", options.batch_size),
             "workers": count("--num-workers", options.num_workers), "disjoint": options.disjoint,
-            "subgraph_type": options.subgraph_type}
+            "subgraph_type": options.subgraph_type,
+            "prefetch_factor": count("--prefetch-factor", options.prefetch_factor),
+            "launch": options.launch, "start_method_asked": options.start_method,
+            "graph_in_spawn_args": options.graph_in_spawn_args, "python": python, "python_source": python_source,
+            "worker_start_method": method, "worker_start_method_source": method_source}
 
 
-def default_shm(host_ram):
-    return host_ram // 2  # Linux mounts /dev/shm (tmpfs) at half of RAM unless told otherwise
+def size_text(value):
+    return "%.1f GiB" % (value / float(1 << 30)) if value >= 1 << 30 else "%.0f MiB" % (value / float(1 << 20))
+
+
+def this_machine():
+    """This machine's limits (diagnostics_core.container): the defaults of --host-ram, --shm and --cores."""
+    return {"memory": container.get_usable_memory(), "shm": container.get_shm(), "cores": container.get_usable_cores()}
+
+
+def default_host_ram(machine):
+    memory = machine["memory"]
+    if not memory.get("usable_bytes"):
+        return 512 * 10 ** 9, "assumed: 512GB (this machine's RAM could not be read; give --host-ram)"
+    if memory.get("cgroup_limit_bytes") == memory["usable_bytes"]:
+        return memory["usable_bytes"], "this machine: the cgroup memory limit, %s (container.get_usable_memory)" % (
+            size_text(memory["usable_bytes"]))
+    return memory["usable_bytes"], "this machine: MemTotal, %s (container.get_usable_memory)" % size_text(
+        memory["usable_bytes"])
+
+
+def default_shm(host_ram, host_ram_given, machine):
+    """/dev/shm when --shm is not given: half of a --host-ram given (Linux's tmpfs default, for another
+    machine), else this machine's free /dev/shm."""
+    shm = machine["shm"]
+    if host_ram_given or not shm:
+        return host_ram // 2, ("assumed: tmpfs default, half of --host-ram (Docker gives 64 MB unless --shm-size)"
+                               if host_ram_given else "assumed: half of the host RAM (this machine has no /dev/shm)")
+    return shm["free_bytes"], "this machine: /dev/shm has %s free of %s (container.get_shm)" % (
+        size_text(shm["free_bytes"]), size_text(shm["total_bytes"]))
 
 
 def hardware_spec(options):
-    host_ram = parse_bytes("--host-ram", options.host_ram)
-    shm = parse_bytes("--shm", options.shm) if options.shm else default_shm(host_ram)
+    machine = this_machine() if not (options.host_ram and options.shm and options.cores) else None
+    if options.host_ram:
+        host_ram, host_ram_source = parse_bytes("--host-ram", options.host_ram), "--host-ram"
+    else:
+        host_ram, host_ram_source = default_host_ram(machine)
+    if options.shm:
+        shm, shm_source = parse_bytes("--shm", options.shm), "--shm"
+    else:
+        shm, shm_source = default_shm(host_ram, bool(options.host_ram), machine)
+    if options.cores is not None:
+        cores, cores_source = count("--cores", options.cores), "--cores"
+    else:
+        found = machine["cores"]
+        cores = found["usable"] or 1
+        cores_source = "this machine: %d usable cores (affinity %s, cgroup quota %s; container.get_usable_cores)" % (
+            cores, found["affinity"], found["cgroup_cores"])
     return {"gpus_per_node": count("--gpus-per-node", options.gpus_per_node),
             "gpu_memory": parse_bytes("--gpu-memory", options.gpu_memory), "host_ram": host_ram,
-            "cores": count("--cores", options.cores), "shm": shm,
-            "shm_source": "--shm" if options.shm else "assumed: tmpfs default, half of --host-ram (Docker gives "
-                                                        "64 MB unless --shm-size)",
+            "host_ram_source": host_ram_source, "cores": cores, "cores_source": cores_source, "shm": shm,
+            "shm_source": shm_source, "ranks_per_node": count("--ranks-per-node", options.ranks_per_node),
             "machines": count("--machines", options.machines)}
 
 

@@ -68,6 +68,12 @@ def test_the_committed_coefficients_pass_the_check(tmp_path):
     (("conv", "gat"), KeyError, "conv.gat"),
     (("conv", "gat", "saved_per_channel", "per_edge"), float("nan"), "conv.gat.saved_per_channel.per_edge"),
     (("conv", "gin", "gathered_per_channel"), None, "conv.gin.gathered_per_channel"),
+    (("processes",), KeyError, "processes"),  # a --calibrate file from before the launch shapes: measure again
+    (("processes", "rank_anon_bytes"), KeyError, "processes.rank_anon_bytes"),
+    (("processes", "spawn_worker_extra_anon_bytes"), -1, "processes.spawn_worker_extra_anon_bytes"),
+    (("processes", "library_file_bytes"), "135MB", "processes.library_file_bytes"),
+    (("processes", "main_batch_heap_batches"), 1e6, "processes.main_batch_heap_batches"),
+    (("processes", "provenance", "date"), 20261205, "processes.provenance.date"),
 ])
 def test_a_broken_key_is_named(path, value, key, tmp_path):
     text = json.dumps(edited(path, value))  # NaN and Infinity as Python writes them

@@ -69,6 +69,9 @@ def refused(*argv):
     (["--node-type", "a:%d" % 10 ** 12, "--node-type", "b:%d" % 10 ** 12, "--edge-type", "a,r,b:1"], "--node-type"),
     (["--store", "m:f", "--edges", str(10 ** 14)], "--edges"),
     (["--store", "m:f", "--edges", "10", "--nodes", "-1"], "--nodes"),
+    (GRAPH + ["--prefetch-factor", "0"], "--prefetch-factor"),
+    (GRAPH + ["--gpus-per-node", "0", "--ranks-per-node", "0"], "--ranks-per-node"),
+    (GRAPH + ["--gpus-per-node", "0", "--ranks-per-node", "5000"], "--ranks-per-node"),
 ])
 def test_an_absurd_size_is_refused_naming_its_flag(argv, flag):
     error = refused(*argv)
@@ -88,6 +91,14 @@ def test_an_absurd_size_is_refused_naming_its_flag(argv, flag):
     (GRAPH + ["--conv", "cheb"], "invalid choice"),
     (GRAPH + ["--timeout", "0"], "between 1 and 3600"),
     (GRAPH + ["--calib"], "unrecognized arguments"),  # no abbreviations: a fix rebuilds the line from its words
+    (GRAPH + ["--launch", "mpirun"], "invalid choice"),
+    (GRAPH + ["--start-method", "thread"], "invalid choice"),
+    (GRAPH + ["--graph-in-spawn-args"], "needs --launch spawn"),
+    (GRAPH + ["--graph-in-spawn-args", "--launch", "torchrun"], "needs --launch spawn"),
+    (GRAPH + ["--ranks-per-node", "2"], "one rank per GPU"),
+    (GRAPH + ["--python-version", "3"], "--python-version 3"),
+    (GRAPH + ["--python-version", "2.7"], "from 3.8"),
+    (GRAPH + ["--python-version", "3.x"], "expected the job's Python"),
 ])
 def test_a_command_line_the_planner_cannot_run_is_a_usage_error(argv, message):
     error = refused(*argv)
@@ -109,6 +120,16 @@ def test_a_command_line_the_planner_cannot_run_is_a_usage_error(argv, message):
      ("graph", "nodes"), 700),
     (["--store", "m:f", "--edges", "10"], ("graph",), None),  # read later, in a child
     (["--data", "g.pt"], ("graph",), None),
+    (GRAPH, ("sampling", "launch"), "torchrun"),
+    (GRAPH + ["--launch", "spawn"], ("sampling", "worker_start_method"), "spawn"),
+    (GRAPH + ["--python-version", "3.14"], ("sampling", "worker_start_method"), "forkserver"),
+    (GRAPH + ["--python-version", "3.13"], ("sampling", "worker_start_method"), "fork"),
+    (GRAPH + ["--launch", "spawn", "--start-method", "forkserver"], ("sampling", "worker_start_method"), "forkserver"),
+    (GRAPH + ["--python-version", " 3.14 "], ("sampling", "python"), [3, 14]),
+    (GRAPH + ["--launch", "spawn", "--graph-in-spawn-args"], ("sampling", "graph_in_spawn_args"), True),
+    (GRAPH + ["--prefetch-factor", "4"], ("sampling", "prefetch_factor"), 4),
+    (GRAPH + ["--gpus-per-node", "0", "--ranks-per-node", "3"], ("hardware", "ranks_per_node"), 3),
+    (GRAPH + ["--gpus-per-node", "0"], ("hardware", "ranks_per_node"), None),
 ])
 def test_the_request_holds_the_checked_sizes(argv, key, expected):
     value = checked(*argv).request
@@ -118,8 +139,8 @@ def test_the_request_holds_the_checked_sizes(argv, key, expected):
 
 
 @pytest.mark.parametrize("timeout, bounds", [
-    ([], {"calibration": 120.0, "size_call": 120.0, "size_child": 125.0}),
-    (["--timeout", "3"], {"calibration": 3.0, "size_call": 3.0, "size_child": 8.0}),
+    ([], {"calibration": 120.0, "size_call": 120.0, "size_child": 125.0, "measure": 120.0}),
+    (["--timeout", "3"], {"calibration": 3.0, "size_call": 3.0, "size_child": 8.0, "measure": 3.0}),
 ])
 def test_every_stage_bound_comes_from_the_specs_stage_table(timeout, bounds):
     planned = runner.Run(cli.SPEC, GRAPH + timeout, 1000.0)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from capacity_planner import calibrate, cli, rules, spec
+from capacity_planner import calibrate, cli, coefficients, designs, measure, rules, spec
 from diagnostics_core import runner
 from diagnostics_core.cli import UsageError
 from diagnostics_core.interrupt import Interrupted
@@ -88,16 +88,42 @@ def coefficients_fix(hostile, tmp_path):
     return [refused.value.fix]
 
 
+def launch_fixes(hostile):
+    """The fixes of a CPU plan and its --measure whose --data path is hostile: the graph pickled to the workers
+    (the plan with forked workers), a measure past its deadline (a longer --timeout), a refused one (a smaller
+    graph), an interrupted one (the same line), and every launch line."""
+    run = prepared(["--data", hostile, "--gpus-per-node", "0", "--launch", "spawn", "--num-workers", "2",
+                    "--host-ram", "64GB", "--cores", "4", "--shm", "1GB", "--measure"])
+    run.facts["command"] = cli.command_words(run.argv)
+    run.facts["request"]["graph"] = spec.make_homo(100000, 1000000, 16, 4)
+    chosen, _ = coefficients.given(None, coefficients.load_committed())
+    run.facts.update(designs.verdicts(run.facts["request"], chosen))
+    fixes = [found["fix"] for found in rules.graph_pickled(run.facts, run.options)]
+    fixes += [design["launch"] for design in run.facts["designs"]]
+    design = designs.by_name(run.facts["designs"], "cpu-ddp-private-copies")
+    record = measure.new_record(design["design"], design, measure.job_settings(
+        run.facts["request"], design, run.options), run.options)
+    record.update(state="failed", failure={"kind": "deadline", "detail": "cut"})
+    run.facts["measure"] = record
+    fixes += [found["fix"] for found in rules.measure_failed(run.facts, run.options)]
+    refused = measure.refusal({"memory_bytes": 1 << 50, "processes": 7, "cores": 1}, run.facts["command"],
+                              run.facts["request"], run.options)
+    record["state"] = "interrupted"
+    return fixes + [refused.fix, cli.interrupted(run, {"signal": "SIGTERM"})]
+
+
 @pytest.mark.parametrize("hostile", HOSTILE)
-@pytest.mark.parametrize("build", ["store", "data", "coefficients"])
+@pytest.mark.parametrize("build", ["store", "data", "coefficients", "launch"])
 def test_a_fix_built_from_hostile_input_runs_nothing_when_pasted(build, hostile, tmp_path):
     marker = tmp_path / "marker"
     text = hostile.format(m=marker)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     fixes = {"store": lambda: store_fixes(text), "data": lambda: data_fixes(text),
-             "coefficients": lambda: coefficients_fix(text, tmp_path)}[build]()
+             "coefficients": lambda: coefficients_fix(text, tmp_path), "launch": lambda: launch_fixes(text)}[build]()
     assert fixes and all(fixes)
+    if build == "launch":
+        assert len(fixes) == 7 and sum(str(marker) in fix for fix in fixes) >= 3  # the path is there, quoted
     for fix in fixes:
         run_pasted(fix, elsewhere)
         assert not marker.exists(), fix

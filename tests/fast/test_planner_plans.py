@@ -135,7 +135,7 @@ def test_nothing_fits_is_a_failed_gate_naming_each_design():
 
 @pytest.mark.parametrize("argv, cheapest", [
     (["--nodes", "1000", "--edges", "5000"], "full-batch"),
-    (["--nodes", "1000", "--edges", "5000", "--gpus-per-node", "0"], None),  # a GPU design on no GPU
+    (["--nodes", "1000", "--edges", "5000", "--gpus-per-node", "0"], "cpu-ddp-shared-copy"),  # CPU ranks (gloo)
     (PAPERS, "one-process-loader"),
     (PAPERS + ["--gpu-memory", "4GB"], None),
     (["--node-type", "paper:500:4", "--node-type", "author:200", "--edge-type", "author,writes,paper:900"],
