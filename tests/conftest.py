@@ -342,14 +342,28 @@ def signal_when_ready(command, signum, ready="reading ", timeout=30):
     import subprocess
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
                                stdin=subprocess.DEVNULL)
-    try:
+
+    def said_ready():
         line = process.stderr.readline().decode()
         assert line.startswith(ready), "the tool never reached the stage it holds: %r" % line
-        process.send_signal(signum)
-        stdout, stderr = process.communicate(timeout=timeout)
-    finally:
-        process.kill()
+        return True
+    stdout, stderr = signal_when(process, said_ready, signum, timeout=timeout)
     return process, stdout, stderr
+
+
+def signal_when(process, ready, signum, wait=120, settle=0.0, timeout=60):
+    """Send `signum` to a running tool once ready() holds (polled; or the tool ended, or `wait` seconds passed),
+    `settle` seconds later, and wait for it; -> (stdout, stderr). Nothing it started outlives the test."""
+    try:
+        deadline = time.time() + wait
+        while time.time() < deadline and process.poll() is None and not ready():
+            time.sleep(0.05)
+        time.sleep(settle)
+        process.send_signal(signum)
+        return process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def interrupted_finding(process, stdout, signum, finding_id):

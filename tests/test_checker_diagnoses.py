@@ -23,7 +23,9 @@ import sys
 import pytest
 
 from support import fakes
-from conftest import CHECKER, ROOT, clean_env, invoke_checker, load_checker, load_modules, pyenv_python
+from support.fakes import checker_findings
+from support.helpers import one
+from conftest import CHECKER, ROOT, clean_env, invoke_checker, load_checker, pyenv_python
 
 PY_TAG = "cp%d%d" % sys.version_info[:2]
 LINUX_TAG = "%s-%s-linux_%s" % (PY_TAG, PY_TAG, platform.machine())
@@ -86,20 +88,9 @@ def install_fix(package, torch_build, python=sys.executable):
 def replay(document, edit, *flags):
     """Diagnose a real run's facts after `edit(facts)` changed the facts this machine lacks (the options as the
     runner plans them, bounds included)."""
-    import time
-    checker = load_checker()
-    facts = copy.deepcopy({section: document[section] for section in checker.FACT_SECTIONS})
+    facts = copy.deepcopy({section: document[section] for section in load_checker().FACT_SECTIONS})
     edit(facts)
-    run = load_modules(["diagnostics_core.runner"]).Run(checker.SPEC, list(flags), time.time())
-    run.options = checker.SPEC.parser().parse_args(list(flags))
-    run.plan_time()
-    return checker.diagnose(facts, run.options)
-
-
-def one(findings, finding_id):
-    found = [f for f in findings if f["id"] == finding_id]
-    assert len(found) == 1, (finding_id, [f["id"] for f in findings])
-    return found[0]
+    return checker_findings(facts, *flags)
 
 
 @pytest.fixture(scope="module")

@@ -38,8 +38,7 @@ CLI = '''"""The hello tool: its Tool and its Spec."""
 from diagnostics_core import cli, runner
 from diagnostics_core.contract import Tool
 
-TOOL = Tool.from_registry("hello_checker", "check_hello", "1.0.0", "1.0", usage_id="hello-usage-error",
-                          internal_id="hello-internal-error", meta_key="tool", interrupted_id="hello-interrupted")
+TOOL = Tool.from_registry("hello_checker", "check_hello", "1.0.0", "1.0")
 
 
 def parser():

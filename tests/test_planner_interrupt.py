@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from conftest import ROOT, clean_env, interrupted_finding
+from conftest import ROOT, clean_env, interrupted_finding, signal_when
 
 PLANNER = ROOT / "scripts" / "plan_capacity.py"
 UNSHARE = shutil.which("unshare")
@@ -106,15 +106,7 @@ def test_sigint_while_a_store_hangs_names_the_call_that_was_running(tmp_path):
     process = subprocess.Popen([sys.executable, str(PLANNER), "--store", "hangingstore:hangs", "--path", str(tmp_path),
                                 "--edges", "100", "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env=clean_env())
-    try:
-        deadline = time.time() + 60
-        while not (tmp_path / "called").exists() and time.time() < deadline and process.poll() is None:
-            time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    stdout, _ = signal_when(process, (tmp_path / "called").exists, signal.SIGINT)
     document, stopped = interrupted_finding(process, stdout, signal.SIGINT, "plan-interrupted")
     assert stopped["evidence"]["running"]["what"] == "hangingstore:hangs()"
     assert "--store hangingstore:hangs --path %s" % tmp_path in stopped["fix"] and "designs" not in document

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env, interrupted_finding
+from conftest import ROOT, clean_env, interrupted_finding, signal_when
+from support.helpers import live_processes
 
 PLANNER = ROOT / "scripts" / "plan_capacity.py"
 JOB_SCRIPT = str(ROOT / "scripts" / "capacity_planner" / "job.py")
@@ -45,16 +46,7 @@ def mounts():
 
 def job_processes():
     """Processes running the measured job's script, whoever started them."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/cmdline" % name, "rb") as handle:
-                    if JOB_SCRIPT.encode() in handle.read():
-                        found.append(int(name))
-            except OSError:
-                pass
-    return found
+    return [pid for pid, _, command in live_processes() if JOB_SCRIPT.encode() in command]
 
 
 def plan(args, temp, timeout=300):
@@ -152,17 +144,9 @@ def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(tmp_path):
     process = subprocess.Popen([sys.executable, str(PLANNER), "--nodes", str(nodes), "--edges", str(edges)] + COMMON +
                                CONFIGS["spawn2-w1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env=clean_env({"TMPDIR": str(tmp_path)}))
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and process.poll() is None and not any(
-                "first batch" in path.read_text() for path in tmp_path.glob("*/measure-*/marks.jsonl")):
-            time.sleep(0.1)
-        time.sleep(1.5)  # the child publishes what it measured at least once a second
-        process.send_signal(signal.SIGTERM)
-        stdout, _ = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    first_batch = lambda: any("first batch" in path.read_text() for path in tmp_path.glob("*/measure-*/marks.jsonl"))
+    # the child publishes what it measured at least once a second
+    stdout, _ = signal_when(process, first_batch, signal.SIGTERM, settle=1.5)
     document, stopped = interrupted_finding(process, stdout, signal.SIGTERM, "plan-interrupted")
     record = document["measure"]
     assert record["state"] == "interrupted" and "--measure" in stopped["fix"]

@@ -1,7 +1,6 @@
 """scripts/check_store_contract.py on the store faults no other test reproduces, one pair each
 (tests/support/store_faults.py), run the way an agent runs it; and the internal-error path."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import pytest
 
 from conftest import ROOT, strict_json
 from support import recorded_facts
-from support.helpers import ids
+from support.helpers import first, ids
 
 SCRIPT = str(ROOT / "scripts" / "check_store_contract.py")
 FIXTURES = "tests/support/store_faults.py"
@@ -48,23 +47,15 @@ def documents():
 
 
 @pytest.mark.parametrize("fixture", sorted(CASES))
-@pytest.mark.finding(
-    "store-edge-attrs-malformed",
-    "store-edge-features-not-sampled",
-    "store-edge-index-shape",
-    "store-edge-size-missing",
-    "store-homo-hetero-mismatch",
-    "store-no-edges",
-    "store-no-features",
-    "store-tensor-attrs-malformed")
+@pytest.mark.finding("store-edge-attrs-malformed", "store-edge-features-not-sampled", "store-edge-index-shape",
+                     "store-edge-size-missing", "store-homo-hetero-mismatch", "store-no-edges", "store-no-features",
+                     "store-tensor-attrs-malformed")
 def test_each_store_fault_gets_its_finding(documents, fixture):
     finding_id, severity, evidence = CASES[fixture]
     document = documents[fixture]
-    found = [f for f in document["findings"] if f["id"] == finding_id]
-    assert found, (fixture, ids(document))
-    assert found[0]["severity"] == severity and found[0]["fix"]
-    for key, value in evidence.items():
-        assert found[0]["evidence"][key] == value, (key, found[0]["evidence"])
+    found = first(document, finding_id, fixture)
+    assert found["severity"] == severity and found["fix"]
+    assert dict((key, found["evidence"].get(key)) for key in evidence) == evidence, found["evidence"]
     # A warning alone leaves the gate passing; an error fails it.
     assert document["gates"]["contract"]["passed"] is (severity != "error" and not any(
         f["severity"] == "error" for f in document["findings"]))
@@ -78,10 +69,6 @@ def test_the_reference_pair_has_none_of_these_findings(documents):
 
 @pytest.mark.finding("store-checker-internal-error")
 def test_a_rule_that_breaks_is_an_internal_error_with_json():
-    """The checker's own failure path: a rule raising is exit 3 with store-checker-internal-error, and the
-    document still holds what was gathered (the reference pair's recorded facts stand in for the child)."""
-    completed, document = recorded_facts.broken_rule_run("store_checker", ["pkg.stores:make_stores"])
-    assert completed.returncode == 3 and document["status"] == "internal-error"
-    assert ids(document)[-1] == "store-checker-internal-error"
-    assert "rule bug" in json.dumps(document["findings"][-1]["evidence"]["error"])
-    assert document["tensor_attrs"]["count"] == 2
+    """A rule raising: exit 3, and what was gathered (the reference pair's recorded facts) still shown."""
+    document = recorded_facts.broken_rule_run("store_checker", ["pkg.stores:make_stores"])
+    assert ids(document)[-1] == "store-checker-internal-error" and document["tensor_attrs"]["count"] == 2

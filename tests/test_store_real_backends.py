@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import strict_json
+from support.helpers import live_processes
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_store_contract.py")
@@ -147,15 +148,7 @@ def runs(tmp_path_factory):
 
 def processes_with(token):
     """Live processes whose environment carries `token`: anything a checker run left behind."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as handle:
-                if token.encode() in handle.read():
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
+    return [pid for pid, environ, _ in live_processes() if token.encode() in environ]
 
 
 def case(runs, name):

@@ -6,7 +6,5 @@ from diagnostics_core.contract import Tool
 SCHEMA_VERSION = "1.2"
 VERSION = "1.2.0"
 
-TOOL = Tool.from_registry("capacity_planner", "plan_capacity", VERSION, SCHEMA_VERSION, usage_id="plan-usage-error",
-                          internal_id="plan-internal-error", meta_key="tool",
-                          interrupted_id="plan-interrupted")
+TOOL = Tool.from_registry("capacity_planner", "plan_capacity", VERSION, SCHEMA_VERSION)
 finding = TOOL.finding

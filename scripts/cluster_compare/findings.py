@@ -9,9 +9,7 @@ VERSION = "1.0.0"
 
 GATE = "consistent"
 
-TOOL = Tool.from_registry("cluster_compare", "compare_reports", VERSION, SCHEMA_VERSION,
-                          usage_id="cluster-usage-error", internal_id="cluster-compare-internal-error", meta_key="tool",
-                          interrupted_id="cluster-interrupted")
+TOOL = Tool.from_registry("cluster_compare", "compare_reports", VERSION, SCHEMA_VERSION)
 
 CHECKER_SCRIPT = "check_sampling_backends.py"
 

@@ -5,9 +5,7 @@ from diagnostics_core import command
 from diagnostics_core.contract import Tool, script_command
 
 SCHEMA_VERSION = "1.1"
-TOOL = Tool.from_registry("ddp_recipe", "ddp_neighbor_training", recipe.VERSION, SCHEMA_VERSION,
-                          usage_id="ddp-usage-error", internal_id="ddp-internal-error", meta_key="tool",
-                          interrupted_id="ddp-interrupted")
+TOOL = Tool.from_registry("ddp_recipe", "ddp_neighbor_training", recipe.VERSION, SCHEMA_VERSION)
 GATE = "trained"
 
 

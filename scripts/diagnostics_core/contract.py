@@ -39,6 +39,13 @@ when the document cannot be written, or the run is stopped (every tool):
 """
 
 
+def finding_table_of(package):
+    """The ids of the tool's own registry, <package>/findings.json (without the shared ones)."""
+    import json
+    from .fast import package_file
+    return json.loads(package_file(package, "findings.json").decode("utf-8"))
+
+
 def registered_findings(package):
     """The tool's finding table, id -> (severity, title): its registry <package>/findings.json and the
     findings every tool shares (diagnostics_core/findings.json: the user's environment), read as data (in a
@@ -63,9 +70,17 @@ class Tool(object):
         self.interrupted_id = interrupted_id  # the finding of a run a signal stopped (long-running tools)
 
     @classmethod
-    def from_registry(cls, package, name, version, schema_version, **declared):
-        """The tool whose finding table is its package's registry (<package>/findings.json)."""
-        return cls(name, version, schema_version, registered_findings(package), **declared)
+    def from_registry(cls, package, name, version, schema_version, meta_key="tool"):
+        """The tool whose finding table is its package's registry (<package>/findings.json), which names its own
+        refused-command-line, broken-tool and stopped-run findings: the one id ending in usage-error,
+        internal-error and interrupted (MAINTAINERS.md, adding a tool)."""
+        own = finding_table_of(package)
+
+        def ending(suffix):
+            [found] = [finding_id for finding_id in own if finding_id.endswith(suffix)]
+            return found
+        return cls(name, version, schema_version, registered_findings(package), usage_id=ending("usage-error"),
+                   internal_id=ending("internal-error"), meta_key=meta_key, interrupted_id=ending("interrupted"))
 
     def finding(self, finding_id, evidence, fix=None, severity=None, title=None):
         default_severity, default_title = self.findings[finding_id]

@@ -94,3 +94,16 @@ def finding_block(item, title=None, details=()):
         lines.append("- fix: %s" % code(item["fix"]))
     lines.append("- docs: %s" % cell(item["docs"]))
     return lines + [""]
+
+
+def findings_list(findings, hide=lambda text: text, without_fix=()):
+    """A report's findings as markdown list lines, errors first, each fix as a code span (`hide` redacts a
+    text before it is escaped; ids in `without_fix` show no fix: the report shows theirs elsewhere)."""
+    from .contract import sort_findings
+    found = sort_findings(findings)
+    lines = ["#### Findings (%d)" % len(found), ""]
+    for item in found:
+        lines.append("- **%s** %s: %s" % (cell(item["severity"]), code(item["id"]), cell(hide(item["title"]))))
+        if item.get("fix") and item["id"] not in without_fix:
+            lines.append("  fix: %s" % code(hide(item["fix"])))
+    return lines + ([] if found else ["none"])

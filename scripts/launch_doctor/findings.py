@@ -8,9 +8,7 @@ VERSION = "1.0.0"
 
 GATE = "launch-sound"
 
-TOOL = Tool.from_registry("launch_doctor", "check_launch", VERSION, SCHEMA_VERSION,
-                          usage_id="doctor-usage-error", internal_id="doctor-internal-error", meta_key="tool",
-                          interrupted_id="doctor-interrupted")
+TOOL = Tool.from_registry("launch_doctor", "check_launch", VERSION, SCHEMA_VERSION)
 
 
 def finding(finding_id, evidence, fix, severity=None):

@@ -6,7 +6,5 @@ from diagnostics_core.contract import Tool
 SCHEMA_VERSION = "1.0"
 VERSION = "1.0.0"
 
-TOOL = Tool.from_registry("loader_profiler", "profile_loader", VERSION, SCHEMA_VERSION, usage_id="profile-loader-usage-error",
-                          internal_id="profile-loader-internal-error", interrupted_id="loader-profile-interrupted",
-                          meta_key="tool")
+TOOL = Tool.from_registry("loader_profiler", "profile_loader", VERSION, SCHEMA_VERSION)
 finding = TOOL.finding

@@ -1,8 +1,7 @@
 """Rendering, last: the profiler's sections of the JSON document, the markdown report for people, the
 stderr summary."""
 
-from diagnostics_core.contract import SEVERITY_ORDER
-from diagnostics_core.markdown import cell, code
+from diagnostics_core.markdown import cell, findings_list
 
 FACT_SECTIONS = ("request", "host", "backend", "graph", "breakdown", "plan", "configs", "blocks", "recommendation",
                  "child")
@@ -135,14 +134,7 @@ def markdown(document, redacted=True):
                      100 * split["collate_s"] / total), ""]
     if document.get("recommendation"):
         lines += paired_advice(document["recommendation"])
-    findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
-    lines += ["#### Findings (%d)" % len(findings), ""]
-    for item in findings:
-        lines.append("- **%s** %s: %s" % (cell(item["severity"]), code(item["id"]), cell(item["title"])))
-        if item.get("fix") and item["id"] not in ("loader-faster-settings", "loader-default-is-best"):
-            lines.append("  fix: %s" % code(item["fix"]))
-    if not findings:
-        lines.append("none")
+    lines += findings_list(document["findings"], without_fix=("loader-faster-settings", "loader-default-is-best"))
     text = "\n".join(lines) + "\n"
     if redacted:
         text += "\n<sub>user, home and host names redacted (--no-redact shows them)</sub>\n"

@@ -6,7 +6,5 @@ SCHEMA_VERSION = "1.0"
 VERSION = "1.0.0"
 MAX_PARTS_LIMIT = 100000
 
-TOOL = Tool.from_registry("partition_checker", "check_partition", VERSION, SCHEMA_VERSION,
-                          usage_id="partition-usage-error", internal_id="partition-checker-internal-error",
-                          interrupted_id="partition-interrupted")
+TOOL = Tool.from_registry("partition_checker", "check_partition", VERSION, SCHEMA_VERSION, meta_key="checker")
 finding = TOOL.finding

@@ -9,9 +9,7 @@ SCHEMA_VERSION = "2.2"
 VERSION = "2.1.0"
 MIN_PYTHON = (3, 8)
 
-TOOL = Tool.from_registry("sampling_checker", "check_sampling_backends", VERSION, SCHEMA_VERSION,
-                          usage_id="usage-error", internal_id="checker-internal-error",
-                          interrupted_id="checker-interrupted")
+TOOL = Tool.from_registry("sampling_checker", "check_sampling_backends", VERSION, SCHEMA_VERSION, meta_key="checker")
 FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding
 checker_command = TOOL.command  # `python3 /abs/path/scripts/check_sampling_backends.py FLAGS...`

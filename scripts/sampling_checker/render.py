@@ -5,8 +5,7 @@ import os
 import re
 
 from diagnostics_core.cli import docs_path
-from diagnostics_core.contract import SEVERITY_ORDER
-from diagnostics_core.markdown import cell, code, private_names, redact, stderr_line, terminal_line
+from diagnostics_core.markdown import cell, findings_list, private_names, redact, stderr_line, terminal_line
 from .schema import FACT_SECTIONS, json_schema
 from .tables import DEFAULT_TIMEOUT
 
@@ -364,14 +363,7 @@ def render_markdown(document, redact_private=True):
         lines += ["| component | version (state) |", "|---|---|"]
         for component, state in version_rows(document):
             lines.append("| %s | %s |" % (cell(hide(component)), cell(hide(state))))
-    findings = sorted(document["findings"], key=lambda f: SEVERITY_ORDER[f["severity"]])
-    lines += ["", "#### Findings (%d)" % len(findings), ""]
-    for item in findings:
-        lines.append("- **%s** %s: %s" % (cell(item["severity"]), code(item["id"]), cell(hide(item["title"]))))
-        if item.get("fix"):
-            lines.append("  fix: %s" % code(hide(item["fix"])))
-    if not findings:
-        lines.append("none")
+    lines += [""] + findings_list(document["findings"], hide)
     text = "\n".join(lines) + "\n"
     if redact_private:
         text += "\n<sub>user, home, host and node names redacted (--no-redact shows them)</sub>\n"

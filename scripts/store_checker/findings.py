@@ -7,8 +7,6 @@ VERSION = "1.0.0"
 SCRATCH_NAME = "__pyg_contract_scratch__"
 SCRATCH_EDGE_TYPE = (SCRATCH_NAME, "to", SCRATCH_NAME)
 
-TOOL = Tool.from_registry("store_checker", "check_store_contract", VERSION, SCHEMA_VERSION,
-                          usage_id="store-usage-error", internal_id="store-checker-internal-error",
-                          interrupted_id="store-interrupted")
+TOOL = Tool.from_registry("store_checker", "check_store_contract", VERSION, SCHEMA_VERSION, meta_key="checker")
 FINDINGS = TOOL.findings  # id -> (severity, title)
 finding = TOOL.finding

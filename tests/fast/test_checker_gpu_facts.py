@@ -2,15 +2,13 @@
 compiled code runs on which GPU, CUDA_VISIBLE_DEVICES as CUDA reads it, how far a driver is behind, and the
 fixes. The real NVML calls and a real CUDA build of torch: tests/test_checker_gpu.py."""
 
-import time
 
 import pytest
 
-from diagnostics_core import runner
-from sampling_checker import gpu_facts, rules
-from sampling_checker.cli import SPEC
+from sampling_checker import gpu_facts
 from support import fake_nvml
-from support.fakes import FAKE_PYTHON, checker_facts
+from support.fakes import FAKE_PYTHON, checker_facts, checker_findings as diagnose
+from support.helpers import one
 
 
 @pytest.mark.parametrize("value, visible, reason", [
@@ -67,19 +65,6 @@ def with_gpus(gpu=fake_nvml.H100, count=2, driver="13.0", built="13.0", arch=("s
     return facts
 
 
-def diagnose(facts, *argv):
-    run = runner.Run(SPEC, list(argv), time.time())
-    run.options = SPEC.parser().parse_args(list(argv))
-    run.plan_time()
-    return rules.diagnose(facts, run.options)
-
-
-def only(found, finding_id):
-    matches = [f for f in found if f["id"] == finding_id]
-    assert len(matches) == 1, (finding_id, [f["id"] for f in found])
-    return matches[0]
-
-
 def test_usable_gpus_need_nothing_from_the_gpu_rules():
     facts = with_gpus()
     assert facts["cuda"]["available"] is True and facts["cuda"]["device_count"] == 2
@@ -103,20 +88,20 @@ def test_a_driver_a_cuda_major_behind_torch_blocks_cuda(driver, severity):
 
 
 def test_a_driver_a_cuda_minor_behind_is_a_warning():
-    item = only(diagnose(with_gpus(driver="12.4", built="12.8")), "cuda-driver-too-old")
+    item = one(diagnose(with_gpus(driver="12.4", built="12.8")), "cuda-driver-too-old")
     assert item["severity"] == "warning" and "minor-version compatibility" in item["title"]
 
 
 @pytest.mark.parametrize("gpu, arch, lacking", [(fake_nvml.V100, ("sm_80", "sm_90", "sm_100"), "sm_70"),
                                                 (fake_nvml.P100, ("sm_75", "sm_80"), "sm_60")])
 def test_a_gpu_older_than_the_build_has_no_kernels(gpu, arch, lacking):
-    item = only(diagnose(with_gpus(gpu=gpu, arch=arch)), "cuda-arch-not-compiled")
+    item = one(diagnose(with_gpus(gpu=gpu, arch=arch)), "cuda-arch-not-compiled")
     assert "no kernel image is available" in item["evidence"]["predicted_error"]
     assert "its kernels cover %s" % lacking in item["fix"]
 
 
 def test_a_cpu_only_torch_on_a_gpu_host():
-    item = only(diagnose(with_gpus(compiled=False, built=None)), "cuda-torch-cpu-only")
+    item = one(diagnose(with_gpus(compiled=False, built=None)), "cuda-torch-cpu-only")
     assert item["severity"] == "warning" and item["evidence"]["builds_with_kernels"][0].startswith("cu")
     assert "--index-url https://download.pytorch.org/whl/cu" in item["fix"]
 
@@ -127,5 +112,5 @@ def test_a_cpu_only_torch_on_a_gpu_host():
     ("1,5,0", "cuda-visible-devices-unknown-device", "export CUDA_VISIBLE_DEVICES=1,0"),
 ])
 def test_cuda_visible_devices_that_hide_gpus(visible, finding_id, fix):
-    item = only(diagnose(with_gpus(visible=visible), "--require-cuda"), finding_id)
+    item = one(diagnose(with_gpus(visible=visible), "--require-cuda"), finding_id)
     assert item["fix"].startswith(fix)

@@ -149,6 +149,16 @@ def stubs(tmp_path):
 calls = launcher_calls
 
 
+def pasted(fix, stubs, tmp_path, **variables):
+    """The launchers each word of `fix` reached, pasted into bash with the stand-in launchers (and `variables`
+    as the job sets them): [(launcher, its words)]; the fix must run."""
+    out = tmp_path / "out"
+    out.mkdir()
+    ran = run_in_shell(fix + "\nwait", out, dict(variables, PATH=str(stubs), OUT=str(out)))
+    assert ran.returncode == 0, (fix, ran.stderr)
+    return calls(out)
+
+
 COMMON = "--nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=n1:29400"
 PLACED = {
     # name: (launch line, how the launcher's own words end: the training script and its arguments)
@@ -178,12 +188,8 @@ def test_an_added_flag_goes_among_the_launchers_options(name, stubs, tmp_path):
     found = findings("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=1\n%s\n" % line)
     [item] = [f for f in found if f["id"] == "doctor-rendezvous-not-unique"]
     assert not item["fix"].startswith("#"), item["fix"]
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"PATH": str(stubs), "OUT": str(out), "SLURM_JOB_ID": "4242", "SLURM_NNODES": "2"}
-    ran = run_in_shell(item["fix"] + "\nwait", out, env)
-    assert ran.returncode == 0, (item["fix"], ran.stderr)
-    [(launcher, words)] = [c for c in calls(out) if c[0] != "srun"]
+    [(launcher, words)] = [c for c in pasted(item["fix"], stubs, tmp_path, SLURM_JOB_ID="4242", SLURM_NNODES="2")
+                           if c[0] != "srun"]
     options = words[:len(words) - len(program)]
     assert words[len(options):] == program, (item["fix"], words)
     assert "--rdzv-id=4242" in options and "--rdzv-endpoint=n1:29400" in options, options  # n1: scontrol's first node
@@ -195,11 +201,7 @@ def test_srun_options_go_before_the_program(name, stubs, tmp_path):
     line = line.replace("srun ", "srun --ntasks=8 ", 1)
     found = findings("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=4 -c2\n%s\n" % line)
     [item] = [f for f in found if f["id"] == "doctor-nested-launcher"]
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"PATH": str(stubs), "OUT": str(out), "SLURM_JOB_ID": "4242"}
-    assert run_in_shell(item["fix"], out, env).returncode == 0, item["fix"]
-    (_, srun_words), (launcher, words) = calls(out)
+    (_, srun_words), (launcher, words) = pasted(item["fix"], stubs, tmp_path, SLURM_JOB_ID="4242")
     assert srun_words[:3] == ["--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=8"] and launcher == "torchrun"
     assert words[-len(program):] == program
 
@@ -208,11 +210,7 @@ def test_a_launcher_in_the_batch_shell_is_started_under_srun_one_per_node(stubs,
     found = findings("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=1 -c4\ntorchrun --nnodes=2 --nproc-per-node=2 "
                      "--rdzv-backend=c10d --rdzv-endpoint=n1:29400 --rdzv-id=$SLURM_JOB_ID train.py --epochs 3\n")
     [item] = [f for f in found if f["id"] == "doctor-count-mismatch"]
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"PATH": str(stubs), "OUT": str(out), "SLURM_JOB_ID": "4242", "SLURM_NNODES": "2"}
-    assert run_in_shell(item["fix"], out, env).returncode == 0, item["fix"]
-    (_, srun_words), (_, words) = calls(out)
+    (_, srun_words), (_, words) = pasted(item["fix"], stubs, tmp_path, SLURM_JOB_ID="4242", SLURM_NNODES="2")
     assert srun_words[:3] == ["--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4"]
     assert "--nnodes=2" in words and words[-3:] == ["train.py", "--epochs", "3"]
 
@@ -249,10 +247,6 @@ def test_external_launcher_on_22_05_is_rebuilt_as_one_task_per_node(stubs, tmp_p
     found = findings("#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=4\nsrun --external-launcher torchrun --nnodes=2 "
                      "--nproc-per-node=4 train.py --epochs 3\n")
     [item] = [f for f in found if f["id"] == "doctor-srun-option-unsupported"]
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"PATH": str(stubs), "OUT": str(out), "SLURM_NNODES": "2"}
-    assert run_in_shell(item["fix"], out, env).returncode == 0, item["fix"]
-    (_, srun_words), (launcher, words) = calls(out)
+    (_, srun_words), (launcher, words) = pasted(item["fix"], stubs, tmp_path, SLURM_NNODES="2")
     assert srun_words[:3] == ["--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4"] and launcher == "torchrun"
     assert "--external-launcher" not in srun_words and words[-3:] == ["train.py", "--epochs", "3"]

@@ -5,21 +5,12 @@ from its facts, nothing from the undamaged folders'. In process: no child, no to
 import pytest
 
 from support import recorded_facts
-from support.recorded_facts import assert_found, assign, each
+from support.recorded_facts import assign, each
 from partition_checker import cli
-from partition_checker.findings import TOOL
 
 
-def options(*argv):
-    return cli.build_parser().parse_args(list(argv) or ["/data/parts"])
-
-
-def findings(facts, parsed=None):
-    return recorded_facts.findings_of(cli.SPEC, facts, parsed or options())
-
-
-def recorded(case="homo"):
-    return recorded_facts.load("partition_checker")[case]
+REPLAY = recorded_facts.Replay("partition_checker", cli, ["/data/parts"])
+options, findings, recorded = REPLAY.options, REPLAY.findings, REPLAY.recorded
 
 
 @pytest.mark.parametrize("case", ["homo", "hetero"])
@@ -143,13 +134,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case, edit, finding_id, severity, evidence", CASES,
-                         ids=["%s-%d" % (c[2], n) for n, c in enumerate(CASES)])
-def test_each_damage_in_the_facts_gets_its_finding(case, edit, finding_id, severity, evidence):
-    found = findings(recorded_facts.edited("partition_checker", case, edit))
-    assert_found(found, finding_id, severity, evidence, TOOL)
-
-
 def test_a_file_holding_code_is_never_offered_a_load():
     """Code found by the scan: no fix loads it (no --allow-pickle rerun, no rewrite)."""
     facts = recorded()
@@ -167,3 +151,9 @@ def test_missing_ids_count_only_when_every_part_was_read():
     facts["coverage"]["nodes"]["null"]["missing"] = 3
     facts["coverage"]["complete"] = False
     assert "partition-node-coverage" not in [f["id"] for f in findings(facts)]
+
+
+@pytest.mark.parametrize("case, edit, finding_id, severity, evidence", CASES,
+                         ids=["%s-%d" % (c[2], n) for n, c in enumerate(CASES)])
+def test_each_damage_in_the_facts_gets_its_finding(case, edit, finding_id, severity, evidence):
+    recorded_facts.assert_edit_found("partition_checker", cli.SPEC, options(), case, edit, (finding_id, severity, evidence))

@@ -7,22 +7,14 @@ import json
 import pytest
 
 from support import recorded_facts
-from support.recorded_facts import assert_found, assign, each
+from support.recorded_facts import assign, each
 from store_checker import cli
 from store_checker.findings import TOOL
 from store_checker.gather import LOADER_CALL, WORKER_CALL
 
 
-def options(*argv):
-    return cli.build_parser().parse_args(list(argv) or ["mypkg.stores:make_stores"])
-
-
-def findings(facts, parsed=None):
-    return recorded_facts.findings_of(cli.SPEC, facts, parsed or options())
-
-
-def recorded(case="homo"):
-    return recorded_facts.load("store_checker")[case]
+REPLAY = recorded_facts.Replay("store_checker", cli, ["mypkg.stores:make_stores"])
+options, findings, recorded = REPLAY.options, REPLAY.findings, REPLAY.recorded
 
 
 def tensor(facts, attr, group=None):
@@ -205,13 +197,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case, edit, finding_id, severity, evidence", CASES,
-                         ids=["%s-%d" % (c[2], n) for n, c in enumerate(CASES)])
-def test_each_fault_in_the_facts_gets_its_finding(case, edit, finding_id, severity, evidence):
-    found = findings(recorded_facts.edited("store_checker", case, edit))
-    assert_found(found, finding_id, severity, evidence, TOOL)
-
-
 def test_a_setup_that_timed_out_is_said_once_by_the_timeout():
     facts = recorded()
     facts["setup"] = {"status": "timeout", "references": {"pair": "mypkg.stores:make_stores"}, "error": "x",
@@ -253,3 +238,9 @@ def test_no_cut_short_record_turns_into_an_internal_error(cut):
             for one in found:
                 if one["id"] in ("store-call-crashed", "store-call-timeout"):
                     assert isinstance(one["evidence"]["call"], str) and one["evidence"]["call"]
+
+
+@pytest.mark.parametrize("case, edit, finding_id, severity, evidence", CASES,
+                         ids=["%s-%d" % (c[2], n) for n, c in enumerate(CASES)])
+def test_each_fault_in_the_facts_gets_its_finding(case, edit, finding_id, severity, evidence):
+    recorded_facts.assert_edit_found("store_checker", cli.SPEC, options(), case, edit, (finding_id, severity, evidence))

@@ -662,6 +662,19 @@ def fake_probe(static):
             "culprits": []}
 
 
+def checker_findings(facts, *argv):
+    """The checker's rules on `facts`, with the options its runner plans for the command line `argv` (bounds
+    included), in this process."""
+    import time
+    from diagnostics_core import runner
+    from sampling_checker import rules
+    from sampling_checker.cli import SPEC
+    run = runner.Run(SPEC, list(argv), time.time())
+    run.options = SPEC.parser().parse_args(list(argv))
+    run.plan_time()
+    return rules.diagnose(facts, run.options)
+
+
 def checker_facts(python=FAKE_PYTHON, static_only=False, edit_static=None):
     """The facts a checker run on the typical environment gathers (assembled by sampling_checker.assemble);
     `edit_static(static)` changes what the static stage saw before assembly."""

@@ -55,23 +55,10 @@ def gil_sleeping_call_source(seconds=600):
 
 def survivors(token):
     """Processes (pid, command line) whose environment carries `token`."""
-    found = []
+    from support.helpers import live_processes
     needle = ("%s=%s" % (TOKEN_VARIABLE, token)).encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % name, "rb") as handle:
-                environ = handle.read().split(b"\0")
-            with open("/proc/%s/cmdline" % name, "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            with open("/proc/%s/stat" % name, "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ and state != b"Z":
-            found.append((int(name), command))
-    return found
+    return [(pid, command.replace(b"\0", b" ").decode("utf-8", "replace")) for pid, environ, command in live_processes()
+            if needle in environ.split(b"\0")]
 
 
 def end_survivors(token):

@@ -111,6 +111,23 @@ def edited(package, case, edit):
     return facts
 
 
+class Replay(object):
+    """A tool's rules replayed in process on its recorded facts: the options of a command line (`argv` when none is
+    given), the findings of facts, a recorded case."""
+
+    def __init__(self, package, cli, argv):
+        self.package, self.cli, self.argv = package, cli, list(argv)
+
+    def options(self, *argv):
+        return self.cli.build_parser().parse_args(list(argv) or self.argv)
+
+    def findings(self, facts, parsed=None):
+        return findings_of(self.cli.SPEC, facts, parsed or self.options())
+
+    def recorded(self, case="homo"):
+        return load(self.package)[case]
+
+
 def findings_of(spec, facts, options):
     """Every rule of the tool's Spec on `facts`, in order."""
     return [found for rule in spec.rules for found in rule(facts, options)]
@@ -126,6 +143,12 @@ def assert_found(found, finding_id, severity, evidence, tool):
     assert {f["id"] for f in found} <= set(tool.findings)
 
 
+def assert_edit_found(package, spec, options, case, edit, expected):
+    """The tool's recorded `case` facts edited by `edit`: its rules find `expected` = (finding id, severity,
+    evidence it holds), as assert_found checks."""
+    assert_found(findings_of(spec, edited(package, case, edit), options), *expected, tool=spec.tool)
+
+
 def document_for(spec, facts, options):
     """-> (the document, exit code) the runner composes for a finished run on `facts`."""
     findings = findings_of(spec, facts, options)
@@ -137,7 +160,7 @@ def document_for(spec, facts, options):
 
 def broken_rule_run(package, argv):
     """The tool's runner in a child whose gather hands over the recorded "homo" facts and whose rules end in
-    one that raises; -> (completed process, its document)."""
+    one that raises; -> its document, checked to be the internal-error document that names the rule's error."""
     import subprocess
     import sys
     code = ("import json, sys; sys.dont_write_bytecode = True; sys.path.insert(0, %r)\n"
@@ -150,4 +173,9 @@ def broken_rule_run(package, argv):
             "sys.exit(runner.main(cli.SPEC, %r))" % (str(ROOT / "scripts"), package, str(RECORDINGS[package]),
                                                     list(argv)))
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd=str(ROOT))
-    return completed, json.loads(completed.stdout)
+    document = json.loads(completed.stdout)
+    # The tool's own failure path: exit 3, its internal-error finding last, the error named, one document.
+    assert completed.returncode == 3 and document["status"] == "internal-error"
+    assert document["findings"][-1]["id"].endswith("internal-error")
+    assert "rule bug" in json.dumps(document["findings"][-1]["evidence"]["error"])
+    return document
