@@ -26,6 +26,27 @@ CUDA_PYTHON_VARIABLE = "SCALABLE_DISTRIBUTED_CUDA_PYTHON"
 DEFAULT_CUDA_PYTHON = str(Path.home() / ".cache" / "pyg-skill-ci" / "cu130" / "bin" / "python")
 
 
+
+@pytest.fixture(scope="session")
+def short_temp_root():
+    """Where the runs' temp dirs go: a short path under /tmp, removed when the session ends. pytest's own
+    tmp_path can be too long for a tool's scratch folder (under a TMPDIR longer than multiprocessing's socket
+    paths allow, the runner puts its scratch folder in /tmp), and a test that watches the TMPDIR it gave a
+    tool must see that folder appear there."""
+    import shutil
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="sdt-", dir="/tmp"))
+    yield root
+    shutil.rmtree(str(root), ignore_errors=True)
+
+
+@pytest.fixture
+def temp_dir(short_temp_root):
+    """A new empty folder to be one run's TMPDIR (see short_temp_root)."""
+    import tempfile
+    return Path(tempfile.mkdtemp(dir=str(short_temp_root)))
+
+
 class CheckerRun:
     def __init__(self, returncode, stdout, stderr, seconds):
         self.returncode = returncode

@@ -455,3 +455,22 @@ def test_device_check_plumbing_on_a_simulated_host(host, tmp_path):
     assert checks["checker_vs_torch"]["torch"]["available"] is False
     assert checks["nccl_all_reduce"]["passed"] is False
     assert checks["neighbor_loader_to_gpu"]["passed"] is False
+
+
+@pytest.mark.finding("doctor-log-duplicate-device")
+def test_the_launch_doctor_knows_the_two_ranks_on_one_gpu_error_of_the_nccl_in_the_cuda_build(cuda_python):
+    """NCCL 2.30 reworded its error for two ranks on one GPU: the message the launch doctor reads in a log is
+    the one in the tested CUDA build's libnccl (the old one is gone from it)."""
+    from launch_doctor import logs
+    assert cuda_python["nccl"][:2] >= [2, 30], cuda_python["nccl"]
+    site = subprocess.run([cuda_python["python"], "-c", "import nvidia.nccl, os; print(os.path.dirname("
+                           "nvidia.nccl.__path__[0]))"], capture_output=True, text=True, timeout=120,
+                          env=clean_env()).stdout.strip()
+    library = Path(site) / "nccl" / "lib" / "libnccl.so.2"
+    text = library.read_bytes()
+    message = b"Multiple Ranks are using the same GPU/Partition"
+    assert message in text and b"Duplicate GPU detected" not in text
+    [pattern] = [pattern for finding_id, pattern in logs.SIGNATURES if finding_id == "doctor-log-duplicate-device"]
+    assert pattern.search(message.decode())
+    section = (ROOT / "references" / "troubleshooting.md").read_text().split("\n### doctor-log-duplicate-device\n")[1]
+    assert "`Multiple Ranks are using the same GPU`" in section.split("\n### ")[0]

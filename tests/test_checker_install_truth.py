@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -183,8 +184,11 @@ def test_stale_local_build_is_named_with_the_cached_wheel_it_came_from(tmp_path)
 # The real thing: issue 12's broken venv, diagnosed, then rebuilt with the printed command
 # ---------------------------------------------------------------------------
 
-def run(command, **options):
-    return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=clean_env(),
+CCACHE_MASQUERADE = "/usr/lib/ccache"  # Debian's ccache: gcc, g++, cc, c++ that cache
+
+
+def run(command, env=None, **options):
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=env or clean_env(),
                           stdin=subprocess.DEVNULL, **options)
 
 
@@ -213,6 +217,21 @@ def cached_wheel(python, name):
 BUILD_TOOLS = ("pip", "setuptools", "wheel", "_distutils_hack", "pkg_resources", "distutils-precedence")
 
 
+def linked_site(site):
+    """A folder beside `site` linking to everything in it but the build tools, made once and reused: torch's
+    include folder is then found at the same path in every run (ccache reuses a compile only for the same
+    command line)."""
+    linked = Path(site).parent / "site-packages-without-build-tools"
+    wanted = sorted(entry.name for entry in Path(site).iterdir()
+                    if not entry.name.lower().startswith(BUILD_TOOLS) and not entry.name.endswith(".pth"))
+    if not linked.is_dir() or sorted(os.listdir(linked)) != wanted:
+        shutil.rmtree(str(linked), ignore_errors=True)
+        linked.mkdir()
+        for name in wanted:
+            (linked / name).symlink_to(Path(site) / name)
+    return linked
+
+
 @pytest.fixture(scope="module")
 def stale_venv(tmp_path_factory):
     """Issue 12's venv: torch 2.14.1 plus the torch-scatter 2.1.2 / torch-sparse 0.6.18 wheels pip
@@ -232,12 +251,7 @@ def stale_venv(tmp_path_factory):
     run([base, "-m", "venv", venv], check=True)
     python = venv / "bin" / "python"
     version = "python%d.%d" % sys.version_info[:2]
-    linked = venv.parent / "torch-2.14-site"
-    linked.mkdir()
-    for entry in Path(site).iterdir():
-        if not entry.name.lower().startswith(BUILD_TOOLS) and not entry.name.endswith(".pth"):
-            (linked / entry.name).symlink_to(entry)
-    (venv / "lib" / version / "site-packages" / "torch-2.14.pth").write_text("%s\n" % linked)
+    (venv / "lib" / version / "site-packages" / "torch-2.14.pth").write_text("%s\n" % linked_site(site))
     shown = run([python, "-m", "pip", "show", "torch"], check=True).stdout
     assert "Version: 2.14.1" in shown  # pip sees the linked torch as installed
     installed = run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
@@ -294,10 +308,20 @@ def test_real_stale_build_is_diagnosed_and_the_printed_rebuild_works(stale_venv)
     assert "Could not load this library" in run([python, "-c", "import torch_scatter"]).stderr
 
     # The printed rebuild, run as printed up to torch-scatter's build (a real build against torch 2.14.1;
-    # torch-sparse's would take 15 more minutes), from another folder.
+    # torch-sparse's would take 15 more minutes), from another folder. The same command, sooner: torch-scatter
+    # builds without ninja, one extension after another, and a distutils config (what a user's
+    # ~/.pydistutils.cfg may hold) builds them side by side; where ccache is installed (.ci/run installs it) the
+    # compiler runs through it, so a later run reuses the objects of identical compiles and still links.
+    parallel = stale_venv.parent.parent / "parallel-build.cfg"
+    parallel.write_text("[build_ext]\nparallel = %d\n" % max(2, os.cpu_count() or 2))
+    build_env = {"DIST_EXTRA_CONFIG": str(parallel)}
+    if os.path.isdir(CCACHE_MASQUERADE):
+        build_env.update(PATH=CCACHE_MASQUERADE + os.pathsep + os.environ.get("PATH", os.defpath),
+                         CCACHE_NOHASHDIR="1")  # pip builds in a new temp folder each time
     commands = stale["torch_scatter"]["fix"].split("  # ")[0].split(" && ")
     for command in commands[:next(i for i, c in enumerate(commands) if "torch-scatter==" in c) + 1]:
-        built = run(shlex.split(command), timeout=3600, cwd="/")  # a bound for a hung build, not a benchmark
+        built = run(shlex.split(command), timeout=3600, cwd="/",  # a bound for a hung build, not a benchmark
+                    env=clean_env(build_env))
         assert built.returncode == 0, (command, built.stdout[-3000:] + built.stderr[-3000:])
     works = run([python, "-c", "import torch_scatter, json; print(json.dumps(torch_scatter.__version__))"])
     assert works.returncode == 0, works.stderr[-2000:]

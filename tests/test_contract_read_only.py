@@ -25,16 +25,54 @@ def read_only_dirs(tmp_path, temp_state):
     return home, work, temp
 
 
-@pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
-def test_main_checker_is_read_only_under_strace(tmp_path, temp_state):
+TEMP_STATES = ["present", "missing", "read-only"]
+
+
+def trace_main_checker(tmp_path, temp_state):
     import sys
-    from conftest import CHECKER, strict_json, traced_run
+    from conftest import CHECKER, traced_run
     home, work, temp = read_only_dirs(tmp_path, temp_state)
     # An extension imported from the cwd (PYTHONPATH=.) must not leave __pycache__ there.
     fakes.make_package(work, "torch_cluster", "import os\n")
     env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache"),
                      "PYTHONPATH": "."})
-    completed, problems = traced_run([sys.executable, CHECKER], env, work, [home, work, tmp_path])
+    return [traced_run([sys.executable, CHECKER], env, work, [home, work, tmp_path]) + (temp,)]
+
+
+def trace_contract_checkers(tmp_path, temp_state):
+    import sys
+    from conftest import ROOT, traced_run
+    home, work, temp = read_only_dirs(tmp_path, temp_state)
+    hostile.write_hostile_stores(work)  # the user's module, imported as a dotted name from the cwd
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "META.json").write_text(json.dumps({"num_parts": 1, "node_types": None, "edge_types": None,
+                                                 "node_offset": None, "is_hetero": False, "is_sorted": False}))
+    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache")})
+    return [traced_run(command, env, work, [home, work, tmp_path, ROOT / "scripts"]) + (temp,)
+            for command in ([sys.executable, ROOT / "scripts" / STORE, "hostile_stores:good"],
+                            [sys.executable, ROOT / "scripts" / "check_partition.py", parts])]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    """Every traced run below, two at a time (strace makes each one CPU-bound on one core); each in folders
+    of its own. -> {(which, temp_state): [(completed, problems, temp), ...]}"""
+    from concurrent.futures import ThreadPoolExecutor
+    cases = [(which, state) for which in ("main", "contract") for state in TEMP_STATES]
+    trace = {"main": trace_main_checker, "contract": trace_contract_checkers}
+
+    def run(case):
+        which, state = case
+        return trace[which](tmp_path_factory.mktemp("%s-%s" % case), state)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(cases, pool.map(run, cases)))
+
+
+@pytest.mark.parametrize("temp_state", TEMP_STATES)
+def test_main_checker_is_read_only_under_strace(traces, temp_state):
+    from conftest import strict_json
+    [(completed, problems, _)] = traces[("main", temp_state)]
     document = strict_json(completed.stdout)
     assert document["probe"]["complete"] is True
     assert document["extensions"]["torch_cluster"]["status"] == "ok"
@@ -53,23 +91,13 @@ def beside_the_scratch(problems, temp):
             and not line.startswith("changed: %s ('dir', " % temp)]
 
 
-@pytest.mark.parametrize("temp_state", ["present", "missing", "read-only"])
-def test_contract_checkers_are_read_only_under_strace(tmp_path, temp_state):
-    import sys
-    from conftest import ROOT, strict_json, traced_run
-    home, work, temp = read_only_dirs(tmp_path, temp_state)
-    hostile.write_hostile_stores(work)  # the user's module, imported as a dotted name from the cwd
-    parts = tmp_path / "parts"
-    parts.mkdir()
-    (parts / "META.json").write_text(json.dumps({"num_parts": 1, "node_types": None, "edge_types": None,
-                                                 "node_offset": None, "is_hetero": False, "is_sorted": False}))
-    env = clean_env({"HOME": str(home), "TMPDIR": str(temp), "XDG_CACHE_HOME": str(home / ".cache")})
-    for command in ([sys.executable, ROOT / "scripts" / STORE, "hostile_stores:good"],
-                    [sys.executable, ROOT / "scripts" / "check_partition.py", parts]):
-        completed, problems = traced_run(command, env, work, [home, work, tmp_path, ROOT / "scripts"])
+@pytest.mark.parametrize("temp_state", TEMP_STATES)
+def test_contract_checkers_are_read_only_under_strace(traces, temp_state):
+    from conftest import strict_json
+    for completed, problems, temp in traces[("contract", temp_state)]:
         document = strict_json(completed.stdout)
         assert document["exit_code"] == completed.returncode in (0, 1), completed.stderr[-2000:]
-        assert beside_the_scratch(problems, temp) == [], command
+        assert beside_the_scratch(problems, temp) == [], completed.args
 
 
 def test_planner_and_compare_are_read_only_under_strace(tmp_path):

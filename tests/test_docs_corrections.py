@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from conftest import ENABLE
 from test_docs_advice import DISTRIBUTED, SCALING, measure, squashed
 from test_docs_references import TROUBLESHOOTING, read
 
@@ -169,6 +170,36 @@ SMALL_CLAIMS = """
     subgraphs["warnings"] = [str(w.message) for w in caught
                              if re.search(r'Cluster|SAINT|ShaDow|deprecat', str(w.message), re.I)]
     report['subgraph_loaders'] = subgraphs
+
+    # What a malformed store pair raises (troubleshooting's store-* symptoms), and pin_memory without a GPU.
+    edges = torch.randint(0, 10, (2, 20))
+    def pair(edge_index=edges):
+        return (LocalFeatureStore.from_data(node_id=torch.arange(10), x=torch.randn(10, 2)),
+                LocalGraphStore.from_data(edge_id=torch.arange(20), edge_index=edge_index, num_nodes=10))
+    def first_batch(stores):
+        return outcome(lambda: next(iter(NeighborLoader(stores, num_neighbors=[2], batch_size=4,
+                                                        input_nodes=torch.arange(10)))))
+    tuples = pair()
+    listed = tuples[0].get_all_tensor_attrs
+    tuples[0].get_all_tensor_attrs = lambda: [(attr.group_name, attr.attr_name) for attr in listed()]
+    no_edges, no_edges_hetero_false = pair(), pair()  # from_data sets meta={'is_hetero': False}; a custom store
+    for stores in (no_edges, no_edges_hetero_false):  # has no meta
+        stores[1].get_all_edge_attrs = lambda: []
+    del no_edges[1].meta
+    built = outcome(lambda: NeighborLoader(no_edges, num_neighbors=[2], batch_size=4, input_nodes=torch.arange(10)))
+    built_hetero_false = outcome(lambda: NeighborLoader(no_edges_hetero_false, num_neighbors=[2], batch_size=4,
+                                                        input_nodes=torch.arange(10)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        pinned = outcome(lambda: next(iter(torch.utils.data.DataLoader(list(range(4)), batch_size=2,
+                                                                       pin_memory=True))))
+    report['stores'] = {"backend": bool(T.WITH_PYG_LIB or T.WITH_TORCH_SPARSE), "valid": first_batch(pair()),
+                        "tuple_attrs": first_batch(tuples), "no_edges": first_batch(no_edges), "no_edges_built": built,
+                        "no_edges_hetero_false_built": built_hetero_false,
+                        "int32_edges": first_batch(pair(edges.int())),
+                        "float_edges": first_batch(pair(edges.float())),
+                        "pin_memory_without_gpu": pinned, "cuda": torch.cuda.is_available(),
+                        "pin_warnings": [str(w.message) for w in caught if 'pin_memory' in str(w.message)]}
     print(json.dumps(report))
 """
 
@@ -232,8 +263,9 @@ def test_the_dist_loaders_take_no_rpc_timeout_and_the_attribute_reaches_the_work
     assert result["node_loader"] == refused and result["link_loader"] == refused, result
     assert result["default"] == 180 and result["worker_starts_rpc_with"] == [30] and result["in_signatures"] == []
     distributed = squashed(DISTRIBUTED)
-    assert "take no `rpc_timeout=`" in distributed and "`%s`" % refused in distributed
-    assert "setting that attribute after construction changes it" in distributed
+    assert "Passing `rpc_timeout=` to `DistNeighborLoader` or `DistLinkNeighborLoader` ends in" in distributed
+    assert "`%s`" % refused in distributed
+    assert "set that attribute after construction" in distributed
     assert refused in squashed(TROUBLESHOOTING)
 
 
@@ -376,3 +408,38 @@ def test_default_loader_cores_ignore_a_taskset_mask_and_the_worker_runs_outside_
     assert result["main"] == [allowed[-1]]
     assert not set(result["worker"]) <= set(result["main"]), result  # pinned outside the mask, no error
     assert "silently moved onto a core outside it" in squashed(SCALING)
+
+
+def section(finding_id):
+    """The `### finding_id` section of troubleshooting.md, squashed to one line."""
+    text = read(TROUBLESHOOTING)
+    body = text.split("\n### %s\n" % finding_id, 1)[1].split("\n#", 1)[0]
+    return " ".join(body.split())
+
+
+def test_a_malformed_store_pair_fails_as_its_section_says(small_claims):
+    """Issue 41's fact-check: each store-* symptom is what the tested PyG raises for that fault."""
+    result = small_claims["stores"]
+    if not result["backend"]:
+        pytest.skip("a store pair samples only with pyg-lib or torch-sparse; enable: " + ENABLE["backend"])
+    assert result["valid"] == "ok", result
+    assert result["tuple_attrs"] == "AttributeError: 'tuple' object attribute 'index' is read-only"
+    assert result["no_edges_built"] == "ok"  # the loader constructs, its first batch fails
+    assert result["no_edges"] == "AttributeError: 'NeighborSampler' object has no attribute 'colptr'"
+    assert result["no_edges_hetero_false_built"] == "IndexError: list index out of range"
+    assert result["int32_edges"].startswith("RuntimeError: expected scalar type Long"), result
+    assert result["float_edges"].startswith("NotImplementedError: \"convert_indices_from_coo_to_csr_cpu\" not "
+                                            "implemented for 'Float'"), result
+    assert "`%s`" % result["tuple_attrs"] in section("store-tensor-attrs-malformed")
+    assert "`%s`" % result["no_edges"] in section("store-no-edges")
+    assert "construction raises `%s`" % result["no_edges_hetero_false_built"] in section("store-no-edges")
+    dtype = section("store-edge-index-dtype")
+    assert "`RuntimeError: expected scalar type Long`" in dtype and "`%s`" % result["float_edges"] in dtype
+
+
+def test_pin_memory_without_a_gpu_warns_and_is_not_named_a_failed_configuration(small_claims):
+    result = small_claims["stores"]
+    if result["cuda"]:
+        pytest.skip("a GPU is visible: pin_memory=True has one to pin for")
+    assert result["pin_memory_without_gpu"] == "ok" and result["pin_warnings"], result
+    assert "pin_memory" not in section("loader-config-failed")

@@ -53,14 +53,13 @@ def test_meta_tensors_in_the_files_are_named_not_a_crash(homo, tmp_path):
 
 @pytest.mark.finding("partition-interrupted")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_during_a_load_ends_the_child_and_prints_one_document(homo, tmp_path, signum):
+def test_a_signal_during_a_load_ends_the_child_and_prints_one_document(homo, tmp_path, temp_dir, signum):
     """...and leaves nothing in the temp dir (neither the checker nor its child makes anything there)."""
     root = copy(homo, tmp_path / "stalled")
     graph = root / "part_1" / "graph.pt"
     graph.unlink()
     os.mkfifo(str(graph))  # a stalled network mount: the load blocks in open() while no writer comes
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = temp_dir
     process = subprocess.Popen([sys.executable, str(CHECKER), str(root), "--timeout", "200"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env({"TMPDIR": str(temp)}),
                                stdin=subprocess.DEVNULL)

@@ -24,10 +24,9 @@ IN_PRIVATE_SHM = ('mount -t tmpfs -o size=2g tmpfs /dev/shm && "$@" & echo $! > 
                   'echo $? > "$PIDFILE.rc"; ls -A /dev/shm > "$PIDFILE.shm"')
 
 
-def start(tmp_path, private_shm):
-    """The planner calibrating, its stderr in a file; -> (process or shell, the planner's pid, paths)."""
-    temp = tmp_path / "temp"
-    temp.mkdir()
+def start(tmp_path, temp, private_shm):
+    """The planner calibrating with `temp` as its TMPDIR, its stderr in a file; -> (process or shell, the
+    planner's pid, paths)."""
     out, err, pidfile = tmp_path / "out.json", tmp_path / "err.txt", tmp_path / "planner.pid"
     command = [sys.executable, str(PLANNER), "--nodes", "1000", "--edges", "5000", "--calibrate"]
     env = clean_env({"TMPDIR": str(temp), "PIDFILE": str(pidfile)})
@@ -56,11 +55,12 @@ def wait_for_a_measured_step(paths, process, limit=240):
 
 
 @pytest.mark.finding("plan-interrupted")
-def test_sigterm_during_calibration_prints_what_was_measured_and_leaves_nothing(tmp_path):
+def test_sigterm_during_calibration_prints_what_was_measured_and_leaves_nothing(tmp_path, temp_dir):
     signum, private_shm = signal.SIGTERM, PRIVATE_SHM
-    process, pid, paths = start(tmp_path, private_shm)
+    process, pid, paths = start(tmp_path, temp_dir, private_shm)
     try:
         wait_for_a_measured_step(paths, process)
+        assert list(temp_dir.iterdir()), "the run's scratch folder is not in its TMPDIR"
         os.kill(pid, signum)
         process.wait(timeout=60)
     finally:
@@ -82,8 +82,8 @@ def test_sigterm_during_calibration_prints_what_was_measured_and_leaves_nothing(
 
 @pytest.mark.skipif(PRIVATE_SHM, reason="as root the test above checks the temporary folder and a private /dev/shm; "
                                         "this one stands in for it without root")
-def test_without_a_private_shm_the_temporary_folder_is_still_removed(tmp_path):
-    process, pid, paths = start(tmp_path, False)
+def test_without_a_private_shm_the_temporary_folder_is_still_removed(tmp_path, temp_dir):
+    process, pid, paths = start(tmp_path, temp_dir, False)
     wait_for_a_measured_step(paths, process)
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=60)

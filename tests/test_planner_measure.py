@@ -10,7 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -59,8 +61,8 @@ def plan(args, temp, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """Every run of RUNS, one after the other: {(size, name): (document, seconds, what its TMPDIR held after)}."""
+def measured(tmp_path_factory, short_temp_root):
+    """Every run of RUNS: {(size, name): (document, seconds, what its TMPDIR held after)}."""
     import torch
     from torch_geometric.data import Data
     folder = tmp_path_factory.mktemp("measure-graph")
@@ -70,8 +72,9 @@ def measured(tmp_path_factory):
     torch.save(Data(x=torch.randn(nodes, FEATURES), edge_index=torch.randint(0, nodes, (2, edges)),
                     y=torch.randint(0, 10, (nodes,))).to_dict(), str(data_file))
     before, results = mounts(), {}
-    for size, name in RUNS:
-        temp = tmp_path_factory.mktemp("measure-temp")
+
+    def run(size, name):
+        temp = tempfile.mkdtemp(dir=str(short_temp_root))
         if name.startswith("data-file"):
             args = ["--data", data_file] + COMMON + CONFIGS["mapped-torchrun2-w1"][:6]
         else:
@@ -79,6 +82,10 @@ def measured(tmp_path_factory):
             args = ["--nodes", nodes, "--edges", edges] + COMMON + CONFIGS[name]
         document, seconds, completed = plan(args, temp)
         results[(size, name)] = (document, seconds, sorted(os.listdir(str(temp))), completed.stderr)
+    # Two at a time: each job's memory is its own processes' (and its own private /dev/shm), so a neighbour
+    # slows it down but does not change what it holds.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda run_id: run(*run_id), RUNS))
     results["mounts"] = (before, mounts())
     results["processes"] = job_processes()
     return results
@@ -138,13 +145,13 @@ def test_the_runs_left_nothing_behind(measured):
 
 
 @pytest.mark.finding("plan-interrupted")
-def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(tmp_path):
+def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(temp_dir):
     nodes, edges = SIZES["small"]
     before = mounts()
     process = subprocess.Popen([sys.executable, str(PLANNER), "--nodes", str(nodes), "--edges", str(edges)] + COMMON +
                                CONFIGS["spawn2-w1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=clean_env({"TMPDIR": str(tmp_path)}))
-    first_batch = lambda: any("first batch" in path.read_text() for path in tmp_path.glob("*/measure-*/marks.jsonl"))
+                               env=clean_env({"TMPDIR": str(temp_dir)}))
+    first_batch = lambda: any("first batch" in path.read_text() for path in temp_dir.glob("*/measure-*/marks.jsonl"))
     # the child publishes what it measured at least once a second
     stdout, _ = signal_when(process, first_batch, signal.SIGTERM, settle=1.5)
     document, stopped = interrupted_finding(process, stdout, signal.SIGTERM, "plan-interrupted")
@@ -152,25 +159,25 @@ def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(tmp_path):
     assert record["state"] == "interrupted" and "--measure" in stopped["fix"]
     stages = [s["stage"] for s in record["measured"]["stages"]]
     assert "construction" in stages and record["measured"]["peak"]["node_bytes"] > 0
-    assert list(tmp_path.iterdir()) == [] and job_processes() == [] and mounts() == before
+    assert list(temp_dir.iterdir()) == [] and job_processes() == [] and mounts() == before
 
 
 @pytest.mark.finding("plan-measure-failed")
-def test_a_job_past_the_deadline_is_cut_and_says_so(tmp_path):
+def test_a_job_past_the_deadline_is_cut_and_says_so(temp_dir):
     nodes, edges = SIZES["small"]
     document, seconds, _ = plan(["--nodes", nodes, "--edges", edges] + COMMON[:-2] + ["--timeout", "9"] +
-                                CONFIGS["spawn2-w1"], tmp_path)
+                                CONFIGS["spawn2-w1"], temp_dir)
     [found] = [f for f in document["findings"] if f["id"] == "plan-measure-failed"]
     assert found["evidence"]["kind"] == "deadline" and "--timeout 27" in found["fix"]
     assert document["exit_code"] == 1 and document["gates"]["measured"] == {"passed": False} and seconds < 25
-    assert list(tmp_path.iterdir()) == [] and job_processes() == []
+    assert list(temp_dir.iterdir()) == [] and job_processes() == []
 
 
 @pytest.mark.finding("plan-measure-refused")
-def test_a_job_this_machine_cannot_hold_is_refused_before_it_starts(tmp_path):
+def test_a_job_this_machine_cannot_hold_is_refused_before_it_starts(temp_dir):
     document, seconds, completed = plan(["--nodes", 10 ** 9, "--edges", 10 ** 10] + COMMON + CONFIGS["spawn2-w1"],
-                                        tmp_path)
+                                        temp_dir)
     assert completed.returncode == 2 and [f["id"] for f in document["findings"]] == ["plan-measure-refused"]
     evidence = document["findings"][0]["evidence"]
     assert evidence["short_of"] == ["memory"] and evidence["needs"]["memory_bytes"] > 10 ** 12
-    assert "--nodes" in document["findings"][0]["fix"] and seconds < 20 and list(tmp_path.iterdir()) == []
+    assert "--nodes" in document["findings"][0]["fix"] and seconds < 20 and list(temp_dir.iterdir()) == []

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -88,11 +89,11 @@ CALIBRATION_TEMP_LEFT = []
 
 
 @pytest.fixture(scope="session")
-def calibrated(tmp_path_factory):
+def calibrated(tmp_path_factory, short_temp_root):
     """One --calibrate run for the session, with a temp dir of its own; its coefficients, saved for the
     plans below (the temp dir's contents after the run: CALIBRATION_TEMP_LEFT)."""
     from conftest import clean_env
-    temp = tmp_path_factory.mktemp("calibrate-temp")
+    temp = Path(tempfile.mkdtemp(dir=str(short_temp_root)))
     document = plan("--calibrate", "--timeout", "240", "--nodes", 1000, "--edges", 10000,
                     env=clean_env({"TMPDIR": str(temp)}))
     assert document["coefficients"]["used"] == "calibrated", document["findings"]

@@ -53,10 +53,9 @@ def signal_when(command, cwd, env, token, ready, signum=signal.SIGTERM):
 
 @pytest.mark.finding("loader-profile-interrupted")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_user_code_runs_ends_the_children_and_prints_one_document(tmp_path, token, signum):
+def test_a_signal_while_user_code_runs_ends_the_children_and_prints_one_document(tmp_path, temp_dir, token, signum):
     (tmp_path / "slowstores.py").write_text(SLOW_STORE)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = temp_dir
 
     def in_user_code():  # the tool, its child, a rank in the store factory
         return len(hostile.survivors(token)) >= 3
@@ -72,12 +71,11 @@ def test_a_signal_while_user_code_runs_ends_the_children_and_prints_one_document
 
 @pytest.mark.finding("environment-warnings-as-errors")
 def test_sigterm_while_workers_exchange_batches_leaves_no_process_and_nothing_in_the_temp_dir(sampling, tmp_path,
-                                                                                                  token):
+                                                                                                  temp_dir, token):
     # Loader workers hand batches over through multiprocessing's pymp-* folders, and the stand-in's convs leave
     # PyG's rendered templates: both in the run's own temp folder, which goes with the run. The run is also
     # under -W error -X dev: its interrupted document names that setting too.
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = temp_dir
 
     def workers_exchange():
         return any(name.rsplit("/", 1)[-1].startswith("pymp-") for name in temp_files(temp))

@@ -11,9 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import types
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -282,14 +284,12 @@ def bytecode(folder):
 
 
 @pytest.fixture(scope="module")
-def synthetic_run(sampling, tmp_path_factory):
+def synthetic_run(sampling, tmp_path_factory, short_temp_root):
     """One real run, read by several tests: a synthetic graph, the loader alone, in a working folder and a temp
     dir of its own, under PYTHONWARNINGS=error. -> the run, the processes it left, what is in its working
     folder and temp dir afterwards, and the bytecode it wrote in the skill's folder."""
-    folder = tmp_path_factory.mktemp("synthetic")
-    work, temp = folder / "cwd", folder / "tmp"
-    work.mkdir()
-    temp.mkdir()
+    work = tmp_path_factory.mktemp("synthetic-cwd")
+    temp = Path(tempfile.mkdtemp(dir=str(short_temp_root)))
     token, skill_bytecode = uuid.uuid4().hex, bytecode(SCRIPTS)
     result = profile("--synthetic", SMALL, "--budget", "20", "--loader-only", cwd=work, token=token,
                      env=clean_env({"TMPDIR": str(temp), "PYTHONWARNINGS": "error"}))
@@ -343,11 +343,10 @@ def test_a_real_run_measures_and_recommends_what_a_plain_loop_confirms(synthetic
     assert again["recommended"]["median"] + noise >= again["default"]["median"], again
 
 
-def test_saved_data_with_seed_mask_a_gat_stand_in_and_markdown_report(sampling, inputs, tmp_path):
+def test_saved_data_with_seed_mask_a_gat_stand_in_and_markdown_report(sampling, inputs, tmp_path, temp_dir):
     # PyG renders each conv's propagate (GAT's edge_updater too) into a .py file in the temp dir and never
     # removes it: a day of test runs had left 983 in /tmp. A run leaves none, nor anything else.
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = temp_dir
     completed = subprocess.run([sys.executable, SCRIPT, "--data", str(inputs / "graph.pt"), "--input-nodes",
                                 "train_mask", "--stand-in", "gat,2,16", "--format", "markdown", "--budget", "20"],
                                capture_output=True, text=True, timeout=120, env=clean_env({"TMPDIR": str(temp)}),
@@ -357,7 +356,7 @@ def test_saved_data_with_seed_mask_a_gat_stand_in_and_markdown_report(sampling, 
     assert report.startswith("### Loader profile (profile_loader ")
     assert "the loop (stand-in), in " in report and "| config | settings |" in report and "| default |" in report
     assert "```python\n" in report and "NeighborLoader(data, num_neighbors=[10, 5], input_nodes=data.train_mask" in report
-    assert temp_files(temp) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
+    assert temp_files(temp) == [] and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.finding("loader-config-failed")

@@ -44,12 +44,12 @@ def profile(folder, budget, env=None, step="train:step", extra=()):
                        env=env, cwd=folder, timeout=budget * 4 + 60)
 
 
-def test_a_real_loop_run_keeps_the_json_contract(project, tmp_path):
+def test_a_real_loop_run_keeps_the_json_contract(project, temp_dir):
     """Its shape, not its speed: what the rounds, the race and the choice publish on a real run; the user's
     SAGE step leaves none of PyG's rendered templates (nor anything else) in the temp dir."""
-    result = profile(project, 20, env={"TMPDIR": str(tmp_path)}, extra=("--epochs", "2"))
+    result = profile(project, 20, env={"TMPDIR": str(temp_dir)}, extra=("--epochs", "2"))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert list(tmp_path.iterdir()) == []
+    assert list(temp_dir.iterdir()) == []
     document = result.json
     assert document["gates"]["measured"]["passed"] is True
     plan = document["plan"]

@@ -18,13 +18,11 @@ from test_recipe_training import CHANCE, RUN_TIMEOUT, SCRIPT, free_port
 TWO_EPOCHS = ["--num-nodes", "402", "--num-neighbors", "5,5", "--batch-size", "30", "--epochs", "2", "--lr", "0.03"]
 
 
-def copied_alone(tmp_path):
+def copied_alone(tmp_path, temp_dir):
     folder = tmp_path / "my-project"
     folder.mkdir()
     shutil.copy(SCRIPT, folder)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    return folder, temp
+    return folder, temp_dir
 
 
 def run_copy(folder, temp, args, **variables):
@@ -42,8 +40,8 @@ def run_copy(folder, temp, args, **variables):
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def test_copied_alone_it_trains_and_prints_its_own_report(neighbor_backend, tmp_path):
-    folder, temp = copied_alone(tmp_path)
+def test_copied_alone_it_trains_and_prints_its_own_report(neighbor_backend, tmp_path, temp_dir):
+    folder, temp = copied_alone(tmp_path, temp_dir)
     completed = run_copy(folder, temp, ["--nprocs", "2", "--master-port", str(free_port()), *TWO_EPOCHS])
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(completed.stdout)  # one document: the job's keys, no envelope
@@ -58,8 +56,8 @@ def test_copied_alone_it_trains_and_prints_its_own_report(neighbor_backend, tmp_
     assert sorted(os.listdir(temp)) == []  # PyG's templates and its own folder: gone
 
 
-def test_copied_alone_it_refuses_plainly(tmp_path):
-    folder, temp = copied_alone(tmp_path)
+def test_copied_alone_it_refuses_plainly(tmp_path, temp_dir):
+    folder, temp = copied_alone(tmp_path, temp_dir)
     refused = run_copy(folder, temp, ["--num-neighbors", "10,x"])
     assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1 and "--num-neighbors" in refused.stderr
     assert json.loads(refused.stdout) == {"ok": False, "launcher": "spawn", "world_size": None,

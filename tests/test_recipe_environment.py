@@ -51,12 +51,11 @@ def test_under_torchrun_ranks_that_die_of_a_warning_are_named_with_the_cause(nei
 
 
 @pytest.mark.finding("environment-package-shadowed")
-def test_a_stray_torch_on_pythonpath_is_refused_naming_it(tmp_path):
+def test_a_stray_torch_on_pythonpath_is_refused_naming_it(tmp_path, temp_dir):
     stray = tmp_path / "vendor"
     (stray / "torch").mkdir(parents=True)
     (stray / "torch" / "__init__.py").write_text("raise ImportError('a stray torch, not the installed one')\n")
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = temp_dir
     completed, document = recipe(["--nprocs", "2"], clean_env({"PYTHONPATH": str(stray), "TMPDIR": str(temp)}))
     assert completed.returncode == 2 and document["status"] == "usage-error"
     [refused] = document["findings"]

@@ -14,10 +14,9 @@ from conftest import pyenv_python
 from test_recipe_training import RUN_TIMEOUT, SCRIPT
 
 
-def run_in_fresh_tmpdir(tmp_path, command, **variables):
-    """Run `command` with TMPDIR set to a new empty folder; -> (CompletedProcess, what the folder holds)."""
-    temp = tmp_path / "fresh-tmpdir"
-    temp.mkdir()
+def run_in_fresh_tmpdir(tmp_path, temp, command, **variables):
+    """Run `command` in `tmp_path` with TMPDIR set to `temp`, a new empty folder; -> (CompletedProcess, what the
+    folder holds)."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                           "TORCHINDUCTOR_CACHE_DIR", "TMP", "TEMP", "PYTHONPATH")}
@@ -50,7 +49,7 @@ def torch_saved_dict(path):
     ("data-not-torch", "cannot load a torch_geometric Data object"),
     ("data-not-a-Data", "Data has no 'y'"),  # a dict of tensors is read as a Data's to_dict()
 ], ids=["bad-flag", "data-missing", "data-not-torch", "data-not-a-Data"])
-def test_usage_errors_leave_nothing_in_tmpdir(tmp_path, case, named):
+def test_usage_errors_leave_nothing_in_tmpdir(tmp_path, temp_dir, case, named):
     args = {"bad-flag": ["--num-neighbors", "10,x"],
             "data-missing": ["--data", tmp_path / "no-such-graph.pt"],
             "data-not-torch": ["--data", tmp_path / "graph.txt"],
@@ -58,7 +57,7 @@ def test_usage_errors_leave_nothing_in_tmpdir(tmp_path, case, named):
     (tmp_path / "graph.txt").write_text("srun: error: not a graph\n")
     if case == "data-not-a-Data":
         torch_saved_dict(tmp_path / "dict.pt")
-    completed, left = run_in_fresh_tmpdir(tmp_path, [sys.executable, SCRIPT, "--nprocs", "2", *args])
+    completed, left = run_in_fresh_tmpdir(tmp_path, temp_dir, [sys.executable, SCRIPT, "--nprocs", "2", *args])
     document = assert_refused_cleanly(completed, left, "ddp-usage-error")
     finding = document["findings"][0]
     assert named in completed.stderr and named in finding["evidence"]["message"]
@@ -69,12 +68,12 @@ def test_usage_errors_leave_nothing_in_tmpdir(tmp_path, case, named):
 
 @pytest.mark.finding("ddp-usage-error")
 @pytest.mark.parametrize("half, absent", [({"RANK": "0"}, "WORLD_SIZE"), ({"WORLD_SIZE": "2"}, "RANK")])
-def test_half_a_launch_is_refused_not_ignored(tmp_path, half, absent):
+def test_half_a_launch_is_refused_not_ignored(tmp_path, temp_dir, half, absent):
     """A stray RANK (or WORLD_SIZE) without the other: refused before torch, naming both ways out, instead of
     self-spawning in silence (every task that had it would start ranks of its own)."""
     started = time.monotonic()
-    completed, left = run_in_fresh_tmpdir(tmp_path, [sys.executable, SCRIPT, "--nprocs", "2"], MASTER_ADDR="127.0.0.1",
-                                          MASTER_PORT="29500", **half)
+    completed, left = run_in_fresh_tmpdir(tmp_path, temp_dir, [sys.executable, SCRIPT, "--nprocs", "2"],
+                                          MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", **half)
     document = assert_refused_cleanly(completed, left, "ddp-usage-error")
     message = document["findings"][0]["evidence"]["message"]
     [present] = half
@@ -83,20 +82,20 @@ def test_half_a_launch_is_refused_not_ignored(tmp_path, half, absent):
     assert time.monotonic() - started < 30
 
 
-def test_missing_torch_geometric_leaves_nothing_in_tmpdir(tmp_path):
+def test_missing_torch_geometric_leaves_nothing_in_tmpdir(tmp_path, temp_dir):
     # torch importable, torch_geometric not: what an install of torch alone looks like to the recipe.
     command = [sys.executable, "-c",
                "import runpy, sys; sys.modules['torch_geometric'] = None; "
                f"sys.argv = [{str(SCRIPT)!r}]; runpy.run_path(sys.argv[0], run_name='__main__')"]
-    completed, left = run_in_fresh_tmpdir(tmp_path, command)
+    completed, left = run_in_fresh_tmpdir(tmp_path, temp_dir, command)
     document = assert_refused_cleanly(completed, left, "ddp-stack-missing")
     assert "No module named 'torch_geometric'" in document["findings"][0]["evidence"]["error"]
 
 
 @pytest.mark.finding("ddp-stack-missing")
-def test_interpreter_without_torch_leaves_nothing_in_tmpdir(tmp_path):
+def test_interpreter_without_torch_leaves_nothing_in_tmpdir(tmp_path, temp_dir):
     python = pyenv_python("3.11", with_torch=False)
-    completed, left = run_in_fresh_tmpdir(tmp_path, [python, SCRIPT])
+    completed, left = run_in_fresh_tmpdir(tmp_path, temp_dir, [python, SCRIPT])
     assert_refused_cleanly(completed, left, "ddp-stack-missing")
     # torch pinned to its CPU build (an unpinned or untagged pin pulls PyPI's CUDA build on Linux)
     fix = json.loads(completed.stdout)["findings"][0]["fix"]

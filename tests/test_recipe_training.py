@@ -267,24 +267,24 @@ def test_store_fed_batches_match_data_fed_batches_with_stderr_closed(spawn_run):
 
 
 @pytest.mark.parametrize("saved, workers", [("graph.pt", "0"), ("graph.dict.pt", "1")], ids=["Data", "to_dict"])
-def test_torchrun_two_ranks_on_a_saved_data_file(neighbor_backend, saved_graph, saved, workers, tmp_path):
+def test_torchrun_two_ranks_on_a_saved_data_file(neighbor_backend, saved_graph, saved, workers, temp_dir):
     """Each rank loads the file itself; rank 0 prints, having imported the skill's packages only once its
     process group was gone; the ranks' temp files (templates; pymp-* of loader workers) are gone too."""
     folder, train_ids = saved_graph
     path = folder / saved
     args = ["--data", str(path), "--num-neighbors", "5,5", "--batch-size", "30", "--epochs", "3", "--lr", "0.03",
             "--num-workers", workers]
-    run = run_recipe([*args, "--report-details"], launcher="torchrun", watch=tmp_path)
+    run = run_recipe([*args, "--report-details"], launcher="torchrun", watch=temp_dir)
     assert run.returncode == 0, run.stderr[-3000:]
     report = run.json()  # only rank 0 prints
     assert report["launcher"] == "torchrun" and report["graph"]["source"] == str(path)
     assert report["graph"]["num_nodes"] == 300 and report["graph"]["num_train"] == 181
     assert_trained(report)
     assert_exact_shards(report, train_ids)
-    imports = skill_imports(tmp_path)
+    imports = skill_imports(temp_dir)
     rank0, rank1 = [rank["pid"] for rank in report["ranks"]]
     assert rank1 not in imports and imports[rank0] and not any(live for _, live in imports[rank0]), imports
-    ours = [name for name in os.listdir(tmp_path / "tmp") if not name.startswith("torchelastic_")]  # torchrun's own
+    ours = [name for name in os.listdir(temp_dir / "tmp") if not name.startswith("torchelastic_")]  # torchrun's own
     assert ours == []
 
 

@@ -134,10 +134,10 @@ def alive(pid):
 
 @pytest.mark.finding("store-interrupted")
 @pytest.mark.parametrize("signum", [signal.SIGTERM], ids=["SIGTERM"])  # SIGINT: the partition test
-def test_a_signal_ends_the_stores_and_prints_one_document_with_what_was_gathered(stores, tmp_path, signum):
+def test_a_signal_ends_the_stores_and_prints_one_document_with_what_was_gathered(stores, tmp_path, temp_dir,
+                                                                                 signum):
     """...and removes every temporary folder the stores made (they run with the run's own TMPDIR)."""
-    pids_file, temp = tmp_path / "pids", tmp_path / "tmp"
-    temp.mkdir()
+    pids_file, temp = tmp_path / "pids", temp_dir
     process = subprocess.Popen(command(stores, "--timeout", "200"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, env=clean_env({"HOSTILE_STORE_MODE": "block",
                                                                        "HOSTILE_STORE_PIDS": str(pids_file),

@@ -116,12 +116,12 @@ def test_the_scratch_folder_is_short_private_and_removed(tmp_path, monkeypatch):
     assert not os.path.exists(folder) and os.environ["TMPDIR"] == str(long_temp)
 
 
-def test_a_short_temp_dir_holds_the_scratch_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+def test_a_short_temp_dir_holds_the_scratch_folder(temp_dir, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(temp_dir))
     run = runner.Run(SPEC, [], 0.0)
-    assert os.path.dirname(run.scratch()) == str(tmp_path)
+    assert os.path.dirname(run.scratch()) == str(temp_dir)
     run.remove_scratch()
-    assert list(tmp_path.iterdir()) == []
+    assert list(temp_dir.iterdir()) == []
 
 
 def test_warnings_made_errors_are_contained_and_reported(monkeypatch):

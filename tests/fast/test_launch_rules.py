@@ -234,6 +234,9 @@ def scanned(text):
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:144] connectFullMesh failed remote=[127.0.1.1]:52011",
      "doctor-log-loopback"),
     ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000", "doctor-log-duplicate-device"),
+    # NCCL 2.30's wording (the string in torch 2.14.1+cu130's libnccl.so.2 2.30.7, which no longer holds the old one)
+    ("ncclInvalidUsage: Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable "
+     "this configuration.", "doctor-log-duplicate-device"),
     ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "doctor-log-timeout"),
     ("AttributeError: 'NoneType' object has no attribute 'is_failed'", "doctor-log-store-lost"),
     ("errno: 98 - Address already in use", "doctor-log-address-in-use"),
