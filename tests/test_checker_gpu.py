@@ -473,4 +473,4 @@ def test_the_launch_doctor_knows_the_two_ranks_on_one_gpu_error_of_the_nccl_in_t
     [pattern] = [pattern for finding_id, pattern in logs.SIGNATURES if finding_id == "doctor-log-duplicate-device"]
     assert pattern.search(message.decode())
     section = (ROOT / "references" / "troubleshooting.md").read_text().split("\n### doctor-log-duplicate-device\n")[1]
-    assert "`Multiple Ranks are using the same GPU`" in section.split("\n### ")[0]
+    assert "`%s`" % message.decode() in section.split("\n### ")[0]

@@ -19,7 +19,8 @@ SIGNATURES = (
         r"wait timeout after \d+ ?ms|Watchdog caught collective operation timeout|CANCELLED AT .* DUE TO TIME LIMIT")),
     ("doctor-log-address-in-use", re.compile(
         r"[Aa]ddress already in use|EADDRINUSE|errno: 98\b|The server socket has failed to (listen|bind)")),
-    ("doctor-log-duplicate-device", re.compile(r"Duplicate GPU detected|Multiple Ranks are using the same GPU")),
+    # NCCL 2.30 reworded it (2.30.7: "Multiple Ranks are using the same GPU/Partition"): its family, any case
+    ("doctor-log-duplicate-device", re.compile(r"Duplicate GPU detected|(?i:multiple ranks .{0,24}using the same GPU)")),
 )
 ANY = re.compile("|".join("(?:%s)" % pattern.pattern for _, pattern in SIGNATURES) + r"|torch/distributed/|srun: |slurm")
 AGENT_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +(\d+) torch/distributed/(?:run\.py|elastic/|launcher/)")
