@@ -200,6 +200,17 @@ SMALL_CLAIMS = """
                         "float_edges": first_batch(pair(edges.float())),
                         "pin_memory_without_gpu": pinned, "cuda": torch.cuda.is_available(),
                         "pin_warnings": [str(w.message) for w in caught if 'pin_memory' in str(w.message)]}
+
+    # The pyg-lib deprecation warning and its exemption for induced subgraphs.
+    from torch_geometric.sampler.base import SubgraphType
+    small = Data(x=torch.randn(20, 2), edge_index=torch.randint(0, 20, (2, 60)))
+    def warned(subgraph_type):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            NeighborLoader(small, num_neighbors=[2], batch_size=4, subgraph_type=subgraph_type)
+        return any("without a 'pyg-lib' installation is deprecated" in str(w.message) for w in caught)
+    report['pyg_lib_warning'] = {"with_pyg_lib": T.WITH_PYG_LIB, "string": warned('induced'),
+                                 "enum": warned(SubgraphType.induced), "directional": warned('directional')}
     print(json.dumps(report))
 """
 
@@ -443,3 +454,13 @@ def test_pin_memory_without_a_gpu_warns_and_is_not_named_a_failed_configuration(
         pytest.skip("a GPU is visible: pin_memory=True has one to pin for")
     assert result["pin_memory_without_gpu"] == "ok" and result["pin_warnings"], result
     assert "pin_memory" not in section("loader-config-failed")
+
+
+def test_only_the_induced_enum_is_exempt_from_the_pyg_lib_warning(small_claims):
+    """Fact-check round 8: the exemption compares with the enum, so the string 'induced' still warns."""
+    result = small_claims["pyg_lib_warning"]
+    if result["with_pyg_lib"]:
+        pytest.skip("pyg-lib is installed: PyG warns about neither")
+    assert result == {"with_pyg_lib": False, "string": True, "enum": False, "directional": True}, result
+    scaling = squashed(SCALING)
+    assert "also for `subgraph_type='induced'`: only the enum `SubgraphType.induced` is exempt" in scaling
