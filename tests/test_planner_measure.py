@@ -61,7 +61,7 @@ def plan(args, temp, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory, short_temp_root):
+def measured(neighbor_backend, tmp_path_factory, short_temp_root):
     """Every run of RUNS: {(size, name): (document, seconds, what its TMPDIR held after)}."""
     import torch
     from torch_geometric.data import Data
@@ -145,7 +145,7 @@ def test_the_runs_left_nothing_behind(measured):
 
 
 @pytest.mark.finding("plan-interrupted")
-def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(temp_dir):
+def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(neighbor_backend, temp_dir):
     nodes, edges = SIZES["small"]
     before = mounts()
     process = subprocess.Popen([sys.executable, str(PLANNER), "--nodes", str(nodes), "--edges", str(edges)] + COMMON +
@@ -163,7 +163,7 @@ def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(temp_dir):
 
 
 @pytest.mark.finding("plan-measure-failed")
-def test_a_job_past_the_deadline_is_cut_and_says_so(temp_dir):
+def test_a_job_past_the_deadline_is_cut_and_says_so(neighbor_backend, temp_dir):
     nodes, edges = SIZES["small"]
     document, seconds, _ = plan(["--nodes", nodes, "--edges", edges] + COMMON[:-2] + ["--timeout", "9"] +
                                 CONFIGS["spawn2-w1"], temp_dir)
