@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support import fake_nvml
+from support.docs_text import TROUBLESHOOTING, section_text
 from conftest import (CHECKER, CUDA_PYTHON_VARIABLE, ENABLE, DEFAULT_CUDA_PYTHON, ROOT, clean_env,
                       invoke_checker)
 
@@ -472,5 +473,4 @@ def test_the_launch_doctor_knows_the_two_ranks_on_one_gpu_error_of_the_nccl_in_t
     assert message in text and b"Duplicate GPU detected" not in text
     [pattern] = [pattern for finding_id, pattern in logs.SIGNATURES if finding_id == "doctor-log-duplicate-device"]
     assert pattern.search(message.decode())
-    section = (ROOT / "references" / "troubleshooting.md").read_text().split("\n### doctor-log-duplicate-device\n")[1]
-    assert "`%s`" % message.decode() in section.split("\n### ")[0]
+    assert "`%s`" % message.decode() in section_text(TROUBLESHOOTING, "### doctor-log-duplicate-device", 3)

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ENABLE
 from test_docs_advice import DISTRIBUTED, SCALING, measure, squashed
+from support.docs_text import section_text
 from test_docs_references import TROUBLESHOOTING, read
 
 SMALL_CLAIMS = """
@@ -423,9 +424,7 @@ def test_default_loader_cores_ignore_a_taskset_mask_and_the_worker_runs_outside_
 
 def section(finding_id):
     """The `### finding_id` section of troubleshooting.md, squashed to one line."""
-    text = read(TROUBLESHOOTING)
-    body = text.split("\n### %s\n" % finding_id, 1)[1].split("\n#", 1)[0]
-    return " ".join(body.split())
+    return " ".join(section_text(TROUBLESHOOTING, "### " + finding_id, 3).split())
 
 
 def test_a_malformed_store_pair_fails_as_its_section_says(small_claims):

@@ -18,9 +18,9 @@ import pytest
 
 from conftest import ROOT, clean_env, invoke_tool
 from support import slurm_cluster
+from support.docs_text import TROUBLESHOOTING, section_text
 
 DOCS = ROOT / "references" / "distributed-workflows.md"
-TROUBLESHOOTING = ROOT / "references" / "troubleshooting.md"
 RECIPE_FILE = ROOT / "scripts" / "ddp_neighbor_training.py"
 TINY = "--epochs 1 --num-nodes 200 --num-neighbors 5,5 --batch-size 64"
 PROBE = "bash -c 'echo PROBE $SLURMD_NODENAME $SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2)'"
@@ -377,7 +377,7 @@ def test_sbatch_refuses_the_encodings_the_doctor_names(cluster, tmp_path):
         assert " ".join(line.split("error: ", 1)[-1] for line in said.split(" / ")).replace("\\r\\n", "\r\n").replace(
             "\\n", "\n").split()[:6] == sbatch_errors(refused).split()[:6], (name, said, refused.stderr)
         if name == "bare":  # its section quotes each line sbatch printed (the byte-order mark's links to it)
-            section = TROUBLESHOOTING.read_text().split("\n### %s\n" % finding_id, 1)[1].split("\n#", 1)[0]
+            section = section_text(TROUBLESHOOTING, "### " + finding_id, 3)
             for line in refused.stderr.splitlines():
                 assert "`%s`" % " ".join(line.split("error: ", 1)[-1].split()) in " ".join(section.split()), line
     # a byte-order mark on a later line: sbatch takes the script, stops reading directives there, bash runs the line
