@@ -166,7 +166,7 @@ def test_a_tool_added_through_the_listed_files_is_listed_indexed_and_contracted(
     assert set(IDS) <= {entry["id"] for entry in json.loads(listed.stdout)}
     index = (skill / "references" / "troubleshooting.md").read_text().split("<!-- end of finding index -->")[0]
     assert "- `check_hello.py`:" in index and all(i in index for i in IDS)
-    contract = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    contract = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
                                "tests/test_contract_every_tool.py", "tests/test_hello_greeting.py", "-k",
                                "check_hello or hello_greeting or only_the_one_list or marks_name_only"],
                               capture_output=True, text=True, timeout=600, cwd=skill)

@@ -46,9 +46,11 @@ def mounts():
         return sorted(line.split(" - ")[0].split(None, 4)[4] for line in handle)
 
 
-def job_processes():
-    """Processes running the measured job's script, whoever started them."""
-    return [pid for pid, _, command in live_processes() if JOB_SCRIPT.encode() in command]
+def job_processes(temp_root):
+    """Processes running the measured job's script with a TMPDIR under `temp_root`: what this module's runs
+    started, not another worker's (tests/test_docs_shm.py measures too, perhaps at the same time)."""
+    return [pid for pid, environ, command in live_processes()
+            if JOB_SCRIPT.encode() in command and str(temp_root).encode() in environ]
 
 
 def plan(args, temp, timeout=300):
@@ -87,7 +89,7 @@ def measured(neighbor_backend, tmp_path_factory, short_temp_root):
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda run_id: run(*run_id), RUNS))
     results["mounts"] = (before, mounts())
-    results["processes"] = job_processes()
+    results["processes"] = job_processes(short_temp_root)
     return results
 
 
@@ -159,7 +161,7 @@ def test_sigterm_mid_run_prints_what_was_measured_and_leaves_nothing(neighbor_ba
     assert record["state"] == "interrupted" and "--measure" in stopped["fix"]
     stages = [s["stage"] for s in record["measured"]["stages"]]
     assert "construction" in stages and record["measured"]["peak"]["node_bytes"] > 0
-    assert list(temp_dir.iterdir()) == [] and job_processes() == [] and mounts() == before
+    assert list(temp_dir.iterdir()) == [] and job_processes(temp_dir) == [] and mounts() == before
 
 
 @pytest.mark.finding("plan-measure-failed")
@@ -170,7 +172,7 @@ def test_a_job_past_the_deadline_is_cut_and_says_so(neighbor_backend, temp_dir):
     [found] = [f for f in document["findings"] if f["id"] == "plan-measure-failed"]
     assert found["evidence"]["kind"] == "deadline" and "--timeout 27" in found["fix"]
     assert document["exit_code"] == 1 and document["gates"]["measured"] == {"passed": False} and seconds < 25
-    assert list(temp_dir.iterdir()) == [] and job_processes() == []
+    assert list(temp_dir.iterdir()) == [] and job_processes(temp_dir) == []
 
 
 @pytest.mark.finding("plan-measure-refused")
