@@ -11,6 +11,7 @@ one module fixture and the tests read their results.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from support.helpers import torch_loads_defaultdict_edge_feats
 from conftest import (ToolRun, assert_lists_ids_with_anchors, assert_usage_refusal,
                       tree_state)
 
@@ -124,23 +126,25 @@ def test_edge_features_unloadable_under_weights_only_is_named(written, runs, cas
     assert runs[case].finding("partition-from-partition-fails")["evidence"]["parts"].keys() == {"0", "1"}
 
 
-def test_edge_features_fix_makes_from_partition_load(written, runs):
-    """Run the fix exactly as the checker printed it, then ask PyG itself.
+def test_edge_features_fix_makes_from_partition_load(written, tmp_path):
+    """Run the fix exactly as the checker printed it for copies of the two folders, then ask PyG itself.
 
-    It runs in place: every checker run has finished (module fixture) and no
-    other test reads these folders afterwards.
-    """
-    fixes = {}
+    Copies: the fix rewrites its folder, and other test files (perhaps on another worker) read the
+    session's partition folders."""
+    if torch_loads_defaultdict_edge_feats():
+        pytest.skip("this torch loads PyG's defaultdict edge_feats.pt; no fix to test")
+    roots = []
     for case in ("homo_edge_attr", "hetero_edge_attr"):
-        if "partition-edge-feats-unloadable" not in runs[case].ids:
-            pytest.skip("this torch loads PyG's defaultdict edge_feats.pt; no fix to test")
-        fixes[written["cases"][case]] = runs[case].finding("partition-edge-feats-unloadable")["fix"]
-    with ThreadPoolExecutor(max_workers=len(fixes)) as pool:
+        roots.append(str(tmp_path / case))
+        shutil.copytree(written["cases"][case], roots[-1])
+    with ThreadPoolExecutor(max_workers=len(roots)) as pool:
+        checked = list(pool.map(run_checker, roots))
+        fixes = [run.finding("partition-edge-feats-unloadable")["fix"] for run in checked]
         done = list(pool.map(lambda fix: subprocess.run(["bash", "-c", fix], capture_output=True, text=True,
-                                                        timeout=120), fixes.values()))
+                                                        timeout=120), fixes))
     assert [process.returncode for process in done] == [0] * len(done), [p.stderr[-1000:] for p in done]
-    verdicts = run_writer("verdicts", *fixes)["verdicts"]
-    for root in fixes:
+    verdicts = run_writer("verdicts", *roots)["verdicts"]
+    for root in roots:
         assert os.path.isdir(root + ".bak")  # the fix keeps a backup first
         assert all(all(verdicts[root][pid][store] for store in STORES) for pid in ("0", "1")), verdicts[root]
 

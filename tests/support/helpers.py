@@ -62,3 +62,8 @@ def live_processes():
             continue  # it ended meanwhile
         yield int(name), environ, command
 
+
+def torch_loads_defaultdict_edge_feats():
+    """torch before 2.6 loads PyG's defaultdict edge_feats.pt with its default weights_only=False: no fix then."""
+    from importlib.metadata import version
+    return tuple(int(part) for part in version("torch").split("+")[0].split(".")[:2]) < (2, 6)
